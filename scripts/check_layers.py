@@ -1,0 +1,59 @@
+#!/usr/bin/env python3
+"""Fails when an #include points up the layer table of shared/design/architecture.md.
+
+Each folder may include headers only from itself and from the folders it may use.
+usage: check_layers.py REPO_ROOT
+"""
+import pathlib
+import re
+import sys
+
+BELOW_SERVICES = ["common", "proto", "kernels", "tokenizer", "model", "engine", "transport",
+                  "service"]
+MAY_USE = {
+    "common": [],
+    "proto": [],
+    "kernels": ["common"],
+    "tokenizer": ["common"],
+    "model": ["kernels", "common"],
+    "engine": ["model", "kernels", "tokenizer", "common"],
+    "transport": ["engine", "common"],
+    "service": ["proto", "common"],
+    "router": ["service", "tokenizer", "proto", "common"],
+    "prefill_worker": BELOW_SERVICES + ["router"],
+    "decode_worker": BELOW_SERVICES + ["router"],
+    "tools": BELOW_SERVICES + ["router", "prefill_worker", "decode_worker"],
+}
+LAYERS = set(MAY_USE)
+INCLUDE = re.compile(r'^\s*#\s*include\s*"([^"/]+)/')
+SOURCES = {".h", ".hpp", ".cc", ".cpp", ".cu", ".cuh"}
+
+
+def main() -> int:
+    root = pathlib.Path(sys.argv[1] if len(sys.argv) > 1 else ".").resolve()
+    errors = []
+    checked = 0
+    for layer, allowed in MAY_USE.items():
+        folder = root / layer
+        if not folder.is_dir():
+            continue
+        for path in sorted(folder.rglob("*")):
+            if path.suffix not in SOURCES:
+                continue
+            checked += 1
+            for lineno, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+                m = INCLUDE.match(line)
+                if not m:
+                    continue
+                target = m.group(1)
+                if target in LAYERS and target != layer and target not in allowed:
+                    errors.append(f"{path.relative_to(root)}:{lineno}: '{layer}' may not include "
+                                  f"'{target}/' (allowed: {', '.join(allowed) or 'none'})")
+    for e in errors:
+        print(e)
+    print(f"check_layers: {checked} files checked, {len(errors)} upward includes")
+    return 1 if errors else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

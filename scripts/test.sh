@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# The whole test suite, as CI runs it: installs what is missing, then
+#   1. the ASan+UBSan build (clang) with its unit tests and a short run of every fuzzer;
+#   2. the release build (gcc, with CUDA where nvcc exists) and every test.
+# It ends with ctest's summary of the release run.
+# Env: BATON_FUZZ_SECONDS (default 20 per fuzzer), BATON_SKIP_ASAN=1 to skip stage 1.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+jobs="${BATON_JOBS:-$(nproc)}"
+
+scripts/install_deps.sh
+if command -v npm >/dev/null 2>&1; then
+  echo "test.sh: installing the oracle npm packages (tests/oracle)"
+  (cd tests/oracle && npm install --no-audit --no-fund --no-package-lock --loglevel=error)
+fi
+
+if [ "${BATON_SKIP_ASAN:-0}" != 1 ]; then
+  echo "test.sh: [1/2] ASan+UBSan build, unit tests and fuzzers"
+  cmake --preset asan -DBATON_FUZZ_SECONDS="${BATON_FUZZ_SECONDS:-20}" >/dev/null
+  cmake --build --preset asan -j "$jobs"
+  ctest --preset asan -j "$jobs" -LE oracle
+fi
+
+echo "test.sh: [2/2] release build and all tests"
+cmake --preset release >/dev/null
+cmake --build --preset release -j "$jobs"
+ctest --preset release -j "$jobs"
