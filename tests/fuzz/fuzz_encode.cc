@@ -1,6 +1,7 @@
 // Encode arbitrary bytes with a byte-level and a SentencePiece-style tokenizer. Oracles:
 // nothing crashes, every id is in the vocabulary, and for the byte-level tokenizer
-// (no normalizer) decoding with special tokens kept gives back the sanitized input.
+// (no normalizer) decoding with special tokens kept gives back the sanitized input,
+// except around tokens that strip whitespace.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -26,7 +27,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   }
   auto decoded = tok.Decode(*ids, {.skip_special_tokens = false});
   if (!decoded.ok()) std::abort();
-  if ((flags & 4) == 0 && !options.add_special_tokens && *decoded != baton::SanitizeUtf8(text)) {
+  // <tool> absorbs the whitespace around it (lstrip/rstrip), so it cannot round-trip.
+  if ((flags & 4) == 0 && !options.add_special_tokens &&
+      text.find("<tool>") == std::string_view::npos && *decoded != baton::SanitizeUtf8(text)) {
     std::abort();
   }
   return 0;
