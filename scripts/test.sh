@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, as CI runs it: installs what is missing, then
-#   1. the ASan+UBSan build (clang) with its unit tests and a short run of every fuzzer;
+#   1. the ASan+UBSan build (clang) with its unit tests and a short run of every fuzzer,
+#      and the TSan build of the multithreaded tests;
 #   2. the release build (gcc, with CUDA where nvcc exists) and every test.
 # It ends with ctest's summary of the release run.
 # Env: BATON_FUZZ_SECONDS (default 20 per fuzzer), BATON_SKIP_ASAN=1 to skip stage 1.
@@ -20,6 +21,11 @@ if [ "${BATON_SKIP_ASAN:-0}" != 1 ]; then
   cmake --preset asan -DBATON_FUZZ_SECONDS="${BATON_FUZZ_SECONDS:-20}" >/dev/null
   cmake --build --preset asan -j "$jobs"
   ctest --preset asan -j "$jobs" -LE oracle
+
+  echo "test.sh: [1b/2] TSan build of the multithreaded tests"
+  cmake --preset tsan >/dev/null
+  cmake --build --preset tsan -j "$jobs" --target tokenizer_concurrency_test
+  build/tsan/bin/tokenizer_concurrency_test
 fi
 
 echo "test.sh: [2/2] release build and all tests"
