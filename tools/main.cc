@@ -1,18 +1,26 @@
 // The `baton` command. Every subcommand reads its flags from the command line, then
 // BATON_* environment variables, then a YAML file given with --config, in that order.
+#include <exception>
 #include <iostream>
+#include <memory>
 
 #include "CLI/CLI.hpp"
 #include "common/yaml_config.h"
 #include "tools/tokenize_command.h"
 
 int main(int argc, char** argv) {
-  CLI::App app{"baton: serve, run and inspect large language models"};
-  app.require_subcommand(1);
-  app.config_formatter(std::make_shared<baton::YamlConfig>());
-  app.set_config("--config", "", "YAML file with flag values (flag: value)")
-      ->envname("BATON_CONFIG");
-  baton::tools::AddTokenizeCommand(app);
-  CLI11_PARSE(app, argc, argv);
-  return 0;
+  try {
+    CLI::App app{"baton: serve, run and inspect large language models"};
+    app.require_subcommand(1);
+    app.config_formatter(std::make_shared<baton::YamlConfig>());
+    app.set_config("--config", "", "YAML file with flag values (flag: value)")
+        ->envname("BATON_CONFIG");
+    baton::tools::AddTokenizeCommand(app);
+    CLI11_PARSE(app, argc, argv);
+    return 0;
+  } catch (const std::exception& e) {
+    // Subcommands report their own errors; this is the last line of defence.
+    std::cerr << "baton: " << e.what() << "\n";
+    return 1;
+  }
 }
