@@ -20,9 +20,34 @@ pcre2_match_data* ThreadMatchData() {
   return holder.data;
 }
 
+// HF tokenizers' regex engine (Oniguruma) takes \s as the Unicode White_Space property;
+// PCRE2's \s with UCP also matches U+180E, which Unicode removed from White_Space in
+// 6.3. Spelling the property out makes both engines agree.
+std::string UseWhiteSpaceProperty(std::string_view pattern) {
+  std::string out;
+  out.reserve(pattern.size() + 16);
+  for (size_t i = 0; i < pattern.size(); ++i) {
+    if (pattern[i] == '\\' && i + 1 < pattern.size()) {
+      const char next = pattern[i + 1];
+      if (next == 's') {
+        out += "\\p{White_Space}";
+      } else if (next == 'S') {
+        out += "\\P{White_Space}";
+      } else {
+        out += pattern.substr(i, 2);
+      }
+      ++i;
+      continue;
+    }
+    out.push_back(pattern[i]);
+  }
+  return out;
+}
+
 }  // namespace
 
-absl::StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pattern) {
+absl::StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view source) {
+  const std::string pattern = UseWhiteSpaceProperty(source);
   int error = 0;
   PCRE2_SIZE offset = 0;
   pcre2_code* code = pcre2_compile(
@@ -33,12 +58,12 @@ absl::StatusOr<std::shared_ptr<const Regex>> Regex::Compile(std::string_view pat
     pcre2_get_error_message(error, message, sizeof(message));
     return absl::InvalidArgumentError(baton::StrCat("invalid pre-tokenizer regex at offset ",
                                                     offset, ": ", reinterpret_cast<char*>(message),
-                                                    " (pattern: ", pattern, ")"));
+                                                    " (pattern: ", source, ")"));
   }
   // JIT is an optimization only: without it matching is slower but identical.
   pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);
   std::shared_ptr<Regex> regex(new Regex());
-  regex->pattern_ = std::string(pattern);
+  regex->pattern_ = std::string(source);
   regex->code_ = code;
   return std::shared_ptr<const Regex>(std::move(regex));
 }
