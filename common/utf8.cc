@@ -1,5 +1,7 @@
 #include "common/utf8.h"
 
+#include <cstring>
+
 namespace baton {
 
 void AppendUtf8(char32_t cp, std::string* out) {
@@ -90,6 +92,19 @@ bool IsValidUtf8(std::string_view s) {
   size_t pos = 0;
   char32_t cp = 0;
   while (pos < s.size()) {
+    // Plain ASCII, eight bytes at a time: most text is mostly ASCII.
+    if (pos + 8 <= s.size()) {
+      uint64_t word = 0;
+      std::memcpy(&word, s.data() + pos, sizeof(word));
+      if ((word & 0x8080808080808080ULL) == 0) {
+        pos += 8;
+        continue;
+      }
+    }
+    if (static_cast<uint8_t>(s[pos]) < 0x80) {
+      ++pos;
+      continue;
+    }
     if (!DecodeUtf8(s, &pos, &cp)) return false;
   }
   return true;

@@ -1,6 +1,7 @@
 #include "tokenizer/bpe.h"
 
 #include <algorithm>
+#include <climits>
 #include <cstdio>
 #include <functional>
 
@@ -9,6 +10,10 @@
 
 namespace baton::tokenizer {
 namespace {
+
+// Up to this many symbols a linear scan for the best pair beats a heap (tiktoken makes
+// the same choice); longer pieces (runs of spaces, base64) need O(n log n).
+constexpr size_t kShortPiece = 64;
 
 TokenId Find(const Vocab& v, std::string_view text) {
   auto it = v.token_to_id.find(text);
@@ -29,8 +34,9 @@ struct Candidate {
 }  // namespace
 
 BpeEncoder::BpeEncoder(const Vocab* vocab) : vocab_(vocab) {
+  const bool byte_level = vocab_->kind == ModelKind::kByteLevelBpe;
   for (int b = 0; b < 256; ++b) {
-    if (vocab_->kind == ModelKind::kByteLevelBpe) {
+    if (byte_level) {
       byte_ids_[b] = Find(*vocab_, ByteToUnicode(static_cast<uint8_t>(b)));
     } else {
       char name[8];
@@ -38,21 +44,81 @@ BpeEncoder::BpeEncoder(const Vocab* vocab) : vocab_(vocab) {
       byte_ids_[b] = Find(*vocab_, name);
     }
   }
+  whole_piece_.reserve(vocab_->token_to_id.size());
+  std::string bytes;
+  std::vector<TokenId> ids;
+  for (const auto& [text, id] : vocab_->token_to_id) {
+    const TokenType type = vocab_->types[id];
+    if (type == TokenType::kControl || type == TokenType::kUnknown || type == TokenType::kByte) {
+      continue;
+    }
+    std::string_view piece = text;
+    if (byte_level) {
+      bytes.clear();
+      if (!UnicodeToBytes(text, &bytes)) continue;
+      piece = bytes;
+    }
+    if (!vocab_->ignore_merges) {
+      ids.clear();
+      EncodeWithMerges(piece, &ids);
+      if (ids.size() != 1 || ids[0] != id) continue;
+    }
+    whole_piece_.try_emplace(piece, id);
+  }
 }
 
-void BpeEncoder::Merge(std::vector<Symbol>* symbols) const {
+int32_t BpeEncoder::PairRank(TokenId left, TokenId right, TokenId* result) const {
+  if (left < 0 || right < 0) return INT32_MAX;
+  auto it = vocab_->merges.find(Vocab::PairKey(left, right));
+  if (it == vocab_->merges.end()) return INT32_MAX;
+  *result = it->second.result;
+  return it->second.rank;
+}
+
+void BpeEncoder::MergeShort(std::vector<Symbol>* symbols) const {
   std::vector<Symbol>& s = *symbols;
-  if (s.size() < 2) return;
+  // rank[i] and result[i] describe the pair that starts at symbol i.
+  std::array<int32_t, kShortPiece> rank;
+  std::array<TokenId, kShortPiece> result;
+  const int n = static_cast<int>(s.size());
+  for (int i = 0; i < n; ++i) {
+    rank[i] = i + 1 < n ? PairRank(s[i].id, s[i + 1].id, &result[i]) : INT32_MAX;
+  }
+  while (true) {
+    int best = -1;
+    int32_t best_rank = INT32_MAX;
+    for (int i = 0; i >= 0; i = s[i].next) {
+      if (rank[i] < best_rank) {  // strict: ties stay leftmost
+        best_rank = rank[i];
+        best = i;
+      }
+    }
+    if (best < 0) return;
+    Symbol& left = s[best];
+    Symbol& right = s[left.next];
+    left.id = result[best];
+    left.end = right.end;
+    left.next = right.next;
+    if (right.next >= 0) s[right.next].prev = best;
+    right.id = -2;
+    rank[best] = left.next >= 0 ? PairRank(left.id, s[left.next].id, &result[best]) : INT32_MAX;
+    if (left.prev >= 0) rank[left.prev] = PairRank(s[left.prev].id, left.id, &result[left.prev]);
+  }
+}
+
+void BpeEncoder::MergeLong(std::vector<Symbol>* symbols) const {
+  std::vector<Symbol>& s = *symbols;
   // A binary min-heap whose storage is reused across calls on this thread.
   thread_local std::vector<Candidate> heap;
   heap.clear();
   auto consider = [&](int left) {
     if (left < 0) return;
     const int right = s[left].next;
-    if (right < 0 || s[left].id < 0 || s[right].id < 0) return;
-    auto it = vocab_->merges.find(Vocab::PairKey(s[left].id, s[right].id));
-    if (it == vocab_->merges.end()) return;
-    heap.push_back({it->second.rank, left, s[left].id, s[right].id, it->second.result});
+    if (right < 0) return;
+    TokenId result = -1;
+    const int32_t rank = PairRank(s[left].id, s[right].id, &result);
+    if (rank == INT32_MAX) return;
+    heap.push_back({rank, left, s[left].id, s[right].id, result});
     std::push_heap(heap.begin(), heap.end(), std::greater<>());
   };
   for (int i = 0; i + 1 < static_cast<int>(s.size()); ++i) consider(i);
@@ -77,30 +143,25 @@ void BpeEncoder::Merge(std::vector<Symbol>* symbols) const {
 
 void BpeEncoder::EncodePiece(std::string_view piece, std::vector<TokenId>* out) const {
   if (piece.empty()) return;
+  auto it = whole_piece_.find(piece);
+  if (it != whole_piece_.end()) {
+    out->push_back(it->second);
+    return;
+  }
+  EncodeWithMerges(piece, out);
+}
+
+void BpeEncoder::EncodeWithMerges(std::string_view piece, std::vector<TokenId>* out) const {
   const Vocab& v = *vocab_;
   thread_local std::vector<Symbol> symbols;
   symbols.clear();
   if (v.kind == ModelKind::kByteLevelBpe) {
-    if (v.ignore_merges) {
-      const TokenId whole = Find(v, BytesToUnicode(piece));
-      if (whole >= 0) {
-        out->push_back(whole);
-        return;
-      }
-    }
     for (size_t i = 0; i < piece.size(); ++i) {
       const int n = static_cast<int>(symbols.size());
       symbols.push_back({byte_ids_[static_cast<uint8_t>(piece[i])], n - 1, n + 1,
                          static_cast<uint32_t>(i), static_cast<uint32_t>(i + 1)});
     }
   } else {
-    if (v.ignore_merges) {
-      const TokenId whole = Find(v, piece);
-      if (whole >= 0) {
-        out->push_back(whole);
-        return;
-      }
-    }
     size_t pos = 0;
     while (pos < piece.size()) {
       const size_t begin = pos;
@@ -112,7 +173,11 @@ void BpeEncoder::EncodePiece(std::string_view piece, std::vector<TokenId>* out) 
     }
   }
   symbols.back().next = -1;
-  Merge(&symbols);
+  if (symbols.size() <= kShortPiece) {
+    MergeShort(&symbols);
+  } else {
+    MergeLong(&symbols);
+  }
   if (v.kind == ModelKind::kByteLevelBpe) {
     for (int i = 0; i >= 0; i = symbols[i].next) {
       const TokenId id = symbols[i].id >= 0 ? symbols[i].id : v.unk_id;

@@ -146,8 +146,11 @@ void SplitPiece(const PreTokenizerStep& s, std::string_view piece,
     size_t b, e;
     bool delim;
   };
-  std::vector<Segment> segs;
-  segs.reserve(scratch->size() * 2 + 1);
+  // Scratch space reused across calls on this thread: this runs once per piece.
+  thread_local std::vector<Segment> segs;
+  thread_local std::vector<Segment> merged;
+  segs.clear();
+  merged.clear();
   size_t last = 0;
   for (const auto& [b, e] : *scratch) {
     if (b > last) segs.push_back({last, b, s.invert});
@@ -156,18 +159,16 @@ void SplitPiece(const PreTokenizerStep& s, std::string_view piece,
   }
   if (last < piece.size()) segs.push_back({last, piece.size(), s.invert});
 
-  std::vector<Segment> merged;
-  merged.reserve(segs.size());
   bool previous_delim = false;
   switch (s.behavior) {
     case SplitBehavior::kRemoved:
       for (const Segment& g : segs) {
-        if (!g.delim) merged.push_back(g);
+        if (!g.delim) out->push_back(piece.substr(g.b, g.e - g.b));
       }
-      break;
+      return;
     case SplitBehavior::kIsolated:
-      merged = segs;
-      break;
+      for (const Segment& g : segs) out->push_back(piece.substr(g.b, g.e - g.b));
+      return;
     case SplitBehavior::kContiguous:
       for (const Segment& g : segs) {
         if (g.delim == previous_delim && !merged.empty()) {
@@ -228,9 +229,11 @@ absl::StatusOr<PreTokenizer> PreTokenizer::FromRegexSequence(
 }
 
 void PreTokenizer::Run(std::string_view text, bool first_segment, PieceBuffer* out) const {
-  std::vector<std::string_view> current{text};
-  std::vector<std::string_view> next;
-  std::vector<std::pair<size_t, size_t>> scratch;
+  // Reused across calls on this thread; Run executes once per text segment.
+  thread_local std::vector<std::string_view> current;
+  thread_local std::vector<std::string_view> next;
+  thread_local std::vector<std::pair<size_t, size_t>> scratch;
+  current.assign(1, text);
   for (const PreTokenizerStep& s : steps_) {
     next.clear();
     switch (s.kind) {
