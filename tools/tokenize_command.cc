@@ -86,21 +86,27 @@ absl::Status Run(const TokenizeFlags& flags) {
 
   bool add_special = !flags.no_special;
   if (flags.chat) {
-    nlohmann::json messages = nlohmann::json::parse(input, nullptr, /*allow_exceptions=*/false);
-    if (messages.is_discarded() || !messages.is_array()) {
+    // ordered_json keeps the client's key order, which `tools | tojson` prints.
+    nlohmann::ordered_json request =
+        nlohmann::ordered_json::parse(input, nullptr, /*allow_exceptions=*/false);
+    if (request.is_array()) request = nlohmann::ordered_json{{"messages", std::move(request)}};
+    if (request.is_discarded() || !request.is_object() || !request.contains("messages") ||
+        !request["messages"].is_array()) {
       return absl::InvalidArgumentError(
           "--chat reads a JSON list of messages on stdin, e.g. "
-          "[{\"role\": \"user\", \"content\": \"Hi\"}]");
+          "[{\"role\": \"user\", \"content\": \"Hi\"}], or an object with \"messages\" "
+          "and optionally \"tools\"");
     }
     BATON_ASSIGN_OR_RETURN(
         tokenizer::ChatTemplate tmpl,
         tokenizer::ChatTemplate::FromTokenizerConfig(files.config, flags.template_name));
-    tokenizer::ChatInputs inputs;
-    inputs.messages = std::move(messages);
-    inputs.add_generation_prompt = !flags.no_generation_prompt;
-    inputs.bos_token = TokenText(files.config, "bos_token");
-    inputs.eos_token = TokenText(files.config, "eos_token");
-    BATON_ASSIGN_OR_RETURN(input, tmpl.Render(inputs));
+    nlohmann::ordered_json context;
+    context["messages"] = request["messages"];
+    context["tools"] = request.contains("tools") ? request["tools"] : nlohmann::ordered_json();
+    context["add_generation_prompt"] = !flags.no_generation_prompt;
+    context["bos_token"] = TokenText(files.config, "bos_token");
+    context["eos_token"] = TokenText(files.config, "eos_token");
+    BATON_ASSIGN_OR_RETURN(input, tmpl.RenderWithOrderedContext(context));
     // The template writes BOS itself, as transformers' apply_chat_template assumes.
     add_special = false;
   }
@@ -128,8 +134,8 @@ void AddTokenizeCommand(CLI::App& app) {
   cmd->add_flag("--keep-special", flags->keep_special,
                 "With --decode, print special tokens instead of skipping them");
   cmd->add_flag("--chat", flags->chat,
-                "Read a JSON list of messages and render it through the model's chat template "
-                "first");
+                "Read a JSON list of messages (or {\"messages\": [...], \"tools\": [...]}) and "
+                "render it through the model's chat template first");
   cmd->add_flag("--no-generation-prompt", flags->no_generation_prompt,
                 "With --chat, do not open an assistant turn at the end");
   cmd->add_option("--template-name", flags->template_name,
