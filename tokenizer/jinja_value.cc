@@ -274,19 +274,15 @@ bool Truthy(const Value& v) {
 }
 
 bool JsTruthy(const Value& v) {
+  // JavaScript differs from Jinja only for containers: an empty array or object is true.
   switch (v.kind()) {
-    case ValueKind::kUndefined:
-    case ValueKind::kNull:
-      return false;
-    case ValueKind::kBool:
-      return v.boolean();
-    case ValueKind::kInteger:
-    case ValueKind::kFloat:
-      return v.number() != 0 && !std::isnan(v.number());
-    case ValueKind::kString:
-      return !v.str().empty();
-    default:
+    case ValueKind::kArray:
+    case ValueKind::kTuple:
+    case ValueKind::kObject:
+    case ValueKind::kKwargs:
       return true;
+    default:
+      return Truthy(v);
   }
 }
 
