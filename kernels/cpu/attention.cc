@@ -1,0 +1,39 @@
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/cpu/ops.h"
+
+namespace baton::cpu {
+
+void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
+                    const PagedKvView& kv, float scale, float* scores, float* out) {
+  const int64_t token_stride = kv.num_kv_heads * kv.head_dim;
+  const int64_t head_offset = kv_head * kv.head_dim;
+  float max_score = -INFINITY;
+  for (int64_t t = 0; t <= pos; ++t) {
+    const int64_t block = block_table[t / kv.block_size];
+    const float* key =
+        kv.k + block * kv.block_stride + (t % kv.block_size) * token_stride + head_offset;
+    scores[t] = Dot(q, key, kv.head_dim) * scale;
+    max_score = std::max(max_score, scores[t]);
+  }
+  float sum = 0.0f;
+  for (int64_t t = 0; t <= pos; ++t) {
+    scores[t] = std::exp(scores[t] - max_score);
+    sum += scores[t];
+  }
+  std::fill(out, out + kv.head_dim, 0.0f);
+  for (int64_t t = 0; t <= pos; ++t) {
+    const int64_t block = block_table[t / kv.block_size];
+    const float* value =
+        kv.v + block * kv.block_stride + (t % kv.block_size) * token_stride + head_offset;
+    const float w = scores[t];
+    for (int64_t d = 0; d < kv.head_dim; ++d) out[d] += w * value[d];
+  }
+  const float inv = 1.0f / sum;
+  for (int64_t d = 0; d < kv.head_dim; ++d) out[d] *= inv;
+}
+
+}  // namespace baton::cpu

@@ -1,0 +1,28 @@
+// Causal attention of one query head over K/V stored in fixed-size pages.
+//
+// A page (block) holds `block_size` consecutive positions; a block table lists the pages
+// of one sequence in position order. Within a page, position t of KV head h sits at
+// (t * num_kv_heads + h) * head_dim floats from the page's K (or V) start. The result for
+// a query depends only on it and its sequence's keys/values, and every sum runs in key
+// order, so a token computed in a prefill chunk equals the same token decoded alone.
+#pragma once
+
+#include <cstdint>
+
+namespace baton::cpu {
+
+struct PagedKvView {
+  const float* k = nullptr;  // this layer's K in block 0
+  const float* v = nullptr;  // this layer's V in block 0
+  int64_t block_stride = 0;  // floats from one block's K (or V) to the next block's
+  int64_t block_size = 0;    // positions per block
+  int64_t num_kv_heads = 0;
+  int64_t head_dim = 0;
+};
+
+// out[head_dim] = softmax(q . K[0..pos]^T * scale) . V[0..pos] for KV head `kv_head`.
+// `scores` is scratch of at least pos + 1 floats.
+void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
+                    const PagedKvView& kv, float scale, float* scores, float* out);
+
+}  // namespace baton::cpu

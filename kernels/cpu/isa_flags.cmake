@@ -1,0 +1,15 @@
+# Per-file instruction sets for the CPU kernels (included by kernels/CMakeLists.txt). Only
+# the matmul_<isa>.cc files get -m flags; the dispatcher checks cpuid before calling them.
+# -ffp-contract=off on the matmul files: a kernel's arithmetic is exactly the fused multiply-adds
+# it spells out, so results cannot change with what the compiler chooses to contract.
+set(_baton_isa_dir ${CMAKE_CURRENT_SOURCE_DIR}/cpu)
+set(_baton_avx2 -mavx2 -mfma -mf16c)
+set(_baton_avx512 ${_baton_avx2} -mavx512f -mavx512bw -mavx512vl -mavx512dq)
+set_source_files_properties(${_baton_isa_dir}/matmul.cc PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+set_source_files_properties(${_baton_isa_dir}/matmul_avx2.cc
+                            PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
+set_source_files_properties(${_baton_isa_dir}/matmul_avx512.cc
+                            PROPERTIES COMPILE_OPTIONS "${_baton_avx512};-ffp-contract=off")
+set_source_files_properties(${_baton_isa_dir}/matmul_avx512bf16.cc
+                            PROPERTIES COMPILE_OPTIONS
+                                       "${_baton_avx512};-mavx512bf16;-ffp-contract=off")

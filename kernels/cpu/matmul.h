@@ -1,0 +1,64 @@
+// Matrix products of f32 activations with weights in their stored type.
+//
+// Batch invariance: y[i, j] depends only on x[i, :] and row j of W, and is bit-identical
+// whatever m is, whatever the other rows of x hold and however many threads run. Every
+// output element is reduced over k in one fixed order. That makes a sequence's logits
+// independent of the batch around it.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "common/thread_pool.h"
+
+namespace baton::cpu {
+
+enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
+
+const char* DTypeName(DType dtype);  // "f32", "f16", "bf16", "q8_0"
+// Bytes of one row of `cols` elements; for kQ8_0, cols must be a multiple of 32
+// (blocks of 32 int8 with an f16 scale: 34 bytes per block).
+size_t RowBytes(DType dtype, int64_t cols);
+
+// A weight matrix W[rows, cols], row-major: each of the `rows` outputs owns one contiguous
+// row of `cols` inputs (HF and GGUF linear layers: out_features x in_features). The data
+// is used in place (usually a memory-mapped file).
+struct MatrixRef {
+  DType dtype = DType::kF32;
+  const void* data = nullptr;
+  int64_t rows = 0;
+  int64_t cols = 0;
+};
+
+// y[i, :] = x[i, :] . W^T (+ bias) for i < m. x has row stride x_stride floats, y has
+// row stride y_stride floats. bias may be null (else `w.rows` floats).
+void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, const float* bias,
+            float* y, int64_t y_stride, ThreadPool* pool);
+
+// Row `row` of W as f32 (embedding lookup). out holds w.cols floats.
+void DequantizeRow(const MatrixRef& w, int64_t row, float* out);
+
+// The instruction set the dispatcher chose on this CPU: "avx512bf16", "avx512", "avx2",
+// "scalar". BATON_CPU_ISA=scalar|avx2|avx512|avx512bf16 caps it (for tests and benchmarks).
+//
+// Numerics per ISA (each is batch invariant on its own; results differ between ISAs):
+// f32, f16 and bf16 weights are widened exactly to f32 and multiplied with f32 x by fused
+// multiply-adds; Q8_0 weights become the f32 products d*q (as DequantizeRow gives them)
+// first. On "avx512bf16", bf16 weights instead meet x rounded to bf16 (round to nearest
+// even) in vdpbf16ps, which adds a relative error of up to 2^-8 per product.
+const char* ActiveIsa();
+
+namespace internal {
+
+enum class Isa : uint8_t { kScalar, kAvx2, kAvx512, kAvx512Bf16 };
+const char* IsaName(Isa isa);
+// Whether this CPU (and OS) can run `isa`.
+bool IsaSupported(Isa isa);
+// Forces the ISA for the following calls (a test loops over the supported ones); the
+// ISA must be supported. ResetIsaForTesting returns to the automatic choice.
+void SetIsaForTesting(Isa isa);
+void ResetIsaForTesting();
+
+}  // namespace internal
+
+}  // namespace baton::cpu

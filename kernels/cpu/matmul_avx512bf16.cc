@@ -1,0 +1,126 @@
+// AVX512_BF16 kernel for bf16 weights: x is rounded to bf16 once per call (round to
+// nearest even, zero-padded to a multiple of 32 columns) and vdpbf16ps multiplies it with
+// W as stored, so a row of W is loaded and used without any widening.
+//
+// Each output element owns one 16-lane accumulator; for every 32 columns, lane l adds
+// the products of columns 2l and 2l+1 of that block (the instruction's own order), the
+// last block's W masked to zero beyond k. The lanes are then added in a fixed tree.
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_*() (GCC
+// PR 105593, fixed in 12.3).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+#include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
+
+#include <cstdint>
+
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/matmul_tiles_inl.h"
+
+namespace baton::cpu::internal {
+namespace {
+
+inline float Reduce16(__m512 v) {
+  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
+  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
+  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
+  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
+  return _mm_cvtss_f32(s1);
+}
+
+inline __m512 Dot(__m512 acc, __m512i x, __m512i w) {
+  return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
+}
+
+struct DpBf16Kernel {
+  static constexpr int kR = 4;
+  static constexpr int kC = 4;
+  static constexpr int kWide = 8;
+
+  template <int R, int C>
+  static void Tile(const GemmArgs& a, int64_t i0, int64_t j0) {
+    const uint16_t* x[R];
+    const uint8_t* w[C];
+    BATON_UNROLL
+    for (int r = 0; r < R; ++r) x[r] = a.xb + (i0 + r) * a.xb_stride;
+    BATON_UNROLL
+    for (int c = 0; c < C; ++c) w[c] = a.w + (j0 + c) * a.w_row_bytes;
+    __m512 acc[R][C];
+    BATON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      BATON_UNROLL
+      for (int c = 0; c < C; ++c) acc[r][c] = _mm512_setzero_ps();
+    }
+    const int64_t k = a.k;
+    int64_t kk = 0;
+    for (; kk + 32 <= k; kk += 32) {
+      PrefetchNextTile<C>(w, a.w_row_bytes, 2 * kk);
+      __m512i xv[R];
+      BATON_UNROLL
+      for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_si512(x[r] + kk);
+      BATON_UNROLL
+      for (int c = 0; c < C; ++c) {
+        const __m512i wv = _mm512_loadu_si512(w[c] + 2 * kk);
+        BATON_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][c] = Dot(acc[r][c], xv[r], wv);
+      }
+    }
+    if (kk < k) {
+      const auto mask = static_cast<__mmask32>((uint32_t{1} << (k - kk)) - 1);
+      __m512i xv[R];
+      BATON_UNROLL
+      for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_si512(x[r] + kk);  // zero-padded
+      BATON_UNROLL
+      for (int c = 0; c < C; ++c) {
+        const __m512i wv = _mm512_maskz_loadu_epi16(mask, w[c] + 2 * kk);
+        BATON_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][c] = Dot(acc[r][c], xv[r], wv);
+      }
+    }
+    BATON_UNROLL
+    for (int r = 0; r < R; ++r) {
+      float* y = a.y + (i0 + r) * a.y_stride + j0;
+      BATON_UNROLL
+      for (int c = 0; c < C; ++c) {
+        float s = Reduce16(acc[r][c]);
+        if (a.bias != nullptr) s += a.bias[j0 + c];
+        y[c] = s;
+      }
+    }
+  }
+};
+
+}  // namespace
+
+void GemmAvx512Bf16(const GemmArgs& a, int64_t j0, int64_t j1) {
+  DriveTiles<DpBf16Kernel>(a, j0, j1);
+}
+
+void PackBf16Avx512Bf16(const float* x, int64_t x_stride, int64_t r0, int64_t r1, int64_t k,
+                        uint16_t* out, int64_t out_stride, int64_t padded_k) {
+  for (int64_t r = r0; r < r1; ++r) {
+    const float* src = x + r * x_stride;
+    uint16_t* dst = out + r * out_stride;
+    int64_t kk = 0;
+    for (; kk + 16 <= k; kk += 16) {
+      const __m256bh h = _mm512_cvtneps_pbh(_mm512_loadu_ps(src + kk));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kk), (__m256i)h);
+    }
+    // The tail and the padding: masked-off lanes load as +0, which converts to bf16 +0.
+    for (; kk < padded_k; kk += 16) {
+      const int64_t left = k - kk;
+      const auto mask = static_cast<__mmask16>(left >= 16  ? 0xffffu
+                                               : left <= 0 ? 0u
+                                                           : (1u << left) - 1);
+      const __m256bh h = _mm512_cvtneps_pbh(_mm512_maskz_loadu_ps(mask, src + kk));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + kk), (__m256i)h);
+    }
+  }
+}
+
+}  // namespace baton::cpu::internal

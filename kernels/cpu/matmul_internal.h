@@ -1,0 +1,47 @@
+// The contract between the dispatcher (matmul.cc) and the per-ISA kernel files.
+//
+// The ISA files are compiled with their own -m flags, so they hold no inline function or
+// template that another file could also instantiate: the linker might keep their copy,
+// with instructions the CPU lacks. Only plain declarations cross this header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/cpu/matmul.h"
+
+namespace baton::cpu::internal {
+
+struct GemmArgs {
+  const float* x = nullptr;  // m rows, stride x_stride floats
+  int64_t m = 0;
+  int64_t x_stride = 0;
+  // x rounded to bf16 and zero-padded to a multiple of 32 columns (the avx512bf16 kernel
+  // for bf16 weights only).
+  const uint16_t* xb = nullptr;
+  int64_t xb_stride = 0;
+  const uint8_t* w = nullptr;  // row j at w + j * w_row_bytes
+  DType dtype = DType::kF32;
+  int64_t k = 0;
+  size_t w_row_bytes = 0;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// Each computes y[0:m, j0:j1]. Per output element the arithmetic depends only on k and
+// the dtype, never on m, j0, j1 or which tile the element falls in.
+void GemmScalar(const GemmArgs& a, int64_t j0, int64_t j1);
+void GemmAvx2(const GemmArgs& a, int64_t j0, int64_t j1);
+void GemmAvx512(const GemmArgs& a, int64_t j0, int64_t j1);
+void GemmAvx512Bf16(const GemmArgs& a, int64_t j0, int64_t j1);  // bf16 weights only
+
+// Rows [r0, r1) of x to bf16 (round to nearest even), padded with zeros to `padded_k`
+// columns (a multiple of 32). Needs avx512bf16.
+void PackBf16Avx512Bf16(const float* x, int64_t x_stride, int64_t r0, int64_t r1, int64_t k,
+                        uint16_t* out, int64_t out_stride, int64_t padded_k);
+
+// Exact f16 -> f32 without F16C.
+float HalfToFloat(uint16_t h);
+
+}  // namespace baton::cpu::internal

@@ -1,0 +1,91 @@
+// The loop nest shared by the SIMD kernel files. Included only by matmul_<isa>.cc; every
+// name here has internal linkage, so each ISA file gets its own copy compiled with its
+// own flags (see matmul_internal.h for why that matters).
+//
+// A kernel K provides register tiles: K::Tile<R, C>(args, i0, j0) computes
+// y[i0:i0+R, j0:j0+C] for any R <= kR, C <= kWide, with the same arithmetic per output
+// element whatever R and C are. The driver only chooses which tiles to run: kR x kC, or
+// 1 x kWide for a lone row.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/matmul_internal.h"
+
+// The tile loops over R and C must be unrolled completely, or the accumulators live on the
+// stack instead of in registers (GCC at -O2 does not unroll them by itself).
+#define BATON_UNROLL _Pragma("GCC unroll 16")
+
+namespace baton::cpu::internal {
+namespace {  // NOLINT(google-build-namespaces): one copy per ISA file is the point.
+
+using TileFn = void (*)(const GemmArgs&, int64_t, int64_t);
+
+// Tiles for every R <= kR and C <= kWide (kWide >= kC): a single row of x gets tiles of up
+// to kWide rows of W, so that decode still has enough independent accumulator chains to
+// hide the multiply-add latency.
+template <class K>
+struct TileTable {
+  TileFn fn[K::kR][K::kWide];
+};
+
+template <class K, int R, int C>
+constexpr void FillTiles(TileTable<K>& t) {
+  t.fn[R - 1][C - 1] = &K::template Tile<R, C>;
+  if constexpr (C < K::kWide) {
+    FillTiles<K, R, C + 1>(t);
+  } else if constexpr (R < K::kR) {
+    FillTiles<K, R + 1, 1>(t);
+  }
+}
+
+template <class K>
+constexpr TileTable<K> MakeTileTable() {
+  TileTable<K> t{};
+  FillTiles<K, 1, 1>(t);
+  return t;
+}
+
+inline int64_t MinI64(int64_t a, int64_t b) { return a < b ? a : b; }
+
+// Decode streams W from memory once, tile after tile, and a tile's rows are consecutive
+// rows of W, so the next tile's rows start right after its own, on pages where the
+// hardware prefetchers start over. While a tile reads the last kPrefetchAhead bytes of
+// its rows, it prefetches the first ones of the next tile's rows. (Prefetching further
+// ahead, or all along, measured slower.) `done` is the bytes of each row read so far.
+constexpr int64_t kPrefetchAhead = 256;
+
+template <int C>
+inline void PrefetchNextTile(const uint8_t* const (&w)[C], size_t row_bytes, int64_t done) {
+  const int64_t ahead = done + kPrefetchAhead - static_cast<int64_t>(row_bytes);
+  if (ahead >= 0) {
+    BATON_UNROLL
+    for (int c = 0; c < C; ++c) __builtin_prefetch(w[c] + C * row_bytes + ahead, 0, 3);
+  }
+}
+
+// W rows [j0, j1) are taken in blocks of about kBlockBytes, so that with several rows of
+// x (prefill) a block stays in L2 while every x tile passes over it. With one row of x
+// (decode) this is just a sequential sweep of W.
+constexpr int64_t kBlockBytes = int64_t{256} << 10;
+
+template <class K>
+void DriveTiles(const GemmArgs& a, int64_t j0, int64_t j1) {
+  static_assert(K::kWide % K::kC == 0);
+  static constexpr TileTable<K> kTiles = MakeTileTable<K>();
+  int64_t block_rows = kBlockBytes / static_cast<int64_t>(a.w_row_bytes > 0 ? a.w_row_bytes : 1);
+  block_rows = block_rows < K::kWide ? K::kWide : block_rows / K::kWide * K::kWide;
+  for (int64_t jb = j0; jb < j1; jb += block_rows) {
+    const int64_t je = MinI64(jb + block_rows, j1);
+    for (int64_t i = 0; i < a.m; i += K::kR) {
+      const int64_t r = MinI64(K::kR, a.m - i);
+      const int64_t width = r == 1 ? K::kWide : K::kC;
+      for (int64_t j = jb; j < je; j += width) {
+        kTiles.fn[r - 1][MinI64(width, je - j) - 1](a, i, j);
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace baton::cpu::internal
