@@ -1,6 +1,10 @@
 #include "common/gguf_file.h"
 
 #include <algorithm>
+#include <filesystem>
+#include <fstream>
+
+#include <algorithm>
 #include <bit>
 #include <cstring>
 #include <iterator>
@@ -577,6 +581,24 @@ std::vector<std::string_view> File::Keys() const {
 const TensorInfo* File::FindTensor(std::string_view name) const {
   auto it = tensor_index_.find(name);
   return it == tensor_index_.end() ? nullptr : &tensors_[it->second];
+}
+
+bool LooksLikeGgufFile(const std::string& path) {
+  if (path.size() >= 5 && path.compare(path.size() - 5, 5, ".gguf") == 0) return true;
+  std::ifstream in(path, std::ios::binary);
+  char magic[4] = {};
+  in.read(magic, sizeof(magic));
+  return in.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
+}
+
+std::vector<std::string> GgufFilesIn(const std::string& dir) {
+  std::vector<std::string> files;
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    if (entry.path().extension() == ".gguf") files.push_back(entry.path().string());
+  }
+  std::sort(files.begin(), files.end());
+  return files;
 }
 
 }  // namespace baton::gguf

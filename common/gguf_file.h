@@ -63,6 +63,12 @@ struct TensorInfo {
   uint64_t nbytes;             // size of the data; [data_offset+offset, +nbytes) is in the file
 };
 
+// True for a path ending in .gguf or a file starting with the GGUF magic.
+bool LooksLikeGgufFile(const std::string& path);
+
+// The .gguf files directly inside `dir` (none if it cannot be read).
+std::vector<std::string> GgufFilesIn(const std::string& dir);
+
 class File {
  public:
   // Parses header, metadata and tensor infos of `bytes` (which must outlive the File).

@@ -51,14 +51,6 @@ absl::StatusOr<TokenizerFiles> LoadJson(const std::string& path, const std::stri
   return out;
 }
 
-bool LooksLikeGguf(const std::string& path) {
-  if (absl::EndsWith(path, ".gguf")) return true;
-  std::ifstream in(path, std::ios::binary);
-  char magic[4] = {};
-  in.read(magic, sizeof(magic));
-  return in.gcount() == 4 && std::string_view(magic, 4) == "GGUF";
-}
-
 }  // namespace
 
 absl::StatusOr<TokenizerFiles> LoadTokenizerFiles(const std::string& path,
@@ -70,11 +62,8 @@ absl::StatusOr<TokenizerFiles> LoadTokenizerFiles(const std::string& path,
       return LoadJson((dir / "tokenizer.json").string(), (dir / "tokenizer_config.json").string(),
                       options);
     }
-    std::vector<fs::path> ggufs;
-    for (const auto& entry : fs::directory_iterator(dir, ec)) {
-      if (entry.path().extension() == ".gguf") ggufs.push_back(entry.path());
-    }
-    if (ggufs.size() == 1) return LoadGguf(ggufs[0].string(), options);
+    const std::vector<std::string> ggufs = gguf::GgufFilesIn(dir.string());
+    if (ggufs.size() == 1) return LoadGguf(ggufs[0], options);
     return absl::NotFoundError(baton::StrCat(
         "'", path, "' has no tokenizer.json and ", ggufs.size(),
         " .gguf files; point --tokenizer at a tokenizer.json or a single .gguf file"));
@@ -82,7 +71,7 @@ absl::StatusOr<TokenizerFiles> LoadTokenizerFiles(const std::string& path,
   if (!fs::exists(path, ec)) {
     return absl::NotFoundError(baton::StrCat("tokenizer path '", path, "' does not exist"));
   }
-  if (LooksLikeGguf(path)) return LoadGguf(path, options);
+  if (gguf::LooksLikeGgufFile(path)) return LoadGguf(path, options);
   const fs::path config = fs::path(path).parent_path() / "tokenizer_config.json";
   return LoadJson(path, config.string(), options);
 }
