@@ -6,6 +6,8 @@
 
 #include "CLI/CLI.hpp"
 #include "common/yaml_config.h"
+#include "tools/generate_command.h"
+#include "tools/synth_model_command.h"
 #include "tools/tokenize_command.h"
 
 int main(int argc, char** argv) {
@@ -15,7 +17,9 @@ int main(int argc, char** argv) {
     app.config_formatter(std::make_shared<baton::YamlConfig>());
     app.set_config("--config", "", "YAML file with flag values (flag: value)")
         ->envname("BATON_CONFIG");
+    baton::tools::AddGenerateCommand(app);
     baton::tools::AddTokenizeCommand(app);
+    baton::tools::AddSynthModelCommand(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
   } catch (const std::exception& e) {

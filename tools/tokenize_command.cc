@@ -13,7 +13,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
-#include "tokenizer/chat_template.h"
+#include "tokenizer/chat_prompt.h"
 #include "tokenizer/loader.h"
 
 namespace baton::tools {
@@ -49,16 +49,6 @@ absl::StatusOr<std::string> ReadStdin() {
   return data;
 }
 
-std::string TokenText(const nlohmann::json& config, const char* key) {
-  if (!config.contains(key)) return "";
-  const auto& t = config[key];
-  if (t.is_string()) return t.get<std::string>();
-  if (t.is_object() && t.contains("content") && t["content"].is_string()) {
-    return t["content"].get<std::string>();
-  }
-  return "";
-}
-
 absl::Status Run(const TokenizeFlags& flags) {
   tokenizer::LoadOptions load;
   load.limits.max_input_bytes = flags.max_input_bytes;
@@ -89,24 +79,15 @@ absl::Status Run(const TokenizeFlags& flags) {
     // ordered_json keeps the client's key order, which `tools | tojson` prints.
     nlohmann::ordered_json request =
         nlohmann::ordered_json::parse(input, nullptr, /*allow_exceptions=*/false);
-    if (request.is_array()) request = nlohmann::ordered_json{{"messages", std::move(request)}};
-    if (request.is_discarded() || !request.is_object() || !request.contains("messages") ||
-        !request["messages"].is_array()) {
+    if (request.is_discarded()) {
       return absl::InvalidArgumentError(
           "--chat reads a JSON list of messages on stdin, e.g. "
           "[{\"role\": \"user\", \"content\": \"Hi\"}], or an object with \"messages\" "
           "and optionally \"tools\"");
     }
     BATON_ASSIGN_OR_RETURN(
-        tokenizer::ChatTemplate tmpl,
-        tokenizer::ChatTemplate::FromTokenizerConfig(files.config, flags.template_name));
-    nlohmann::ordered_json context;
-    context["messages"] = request["messages"];
-    context["tools"] = request.contains("tools") ? request["tools"] : nlohmann::ordered_json();
-    context["add_generation_prompt"] = !flags.no_generation_prompt;
-    context["bos_token"] = TokenText(files.config, "bos_token");
-    context["eos_token"] = TokenText(files.config, "eos_token");
-    BATON_ASSIGN_OR_RETURN(input, tmpl.RenderWithOrderedContext(context));
+        input, tokenizer::RenderChatPrompt(files.config, request, !flags.no_generation_prompt,
+                                           flags.template_name));
     // The template writes BOS itself, as transformers' apply_chat_template assumes.
     add_special = false;
   }

@@ -1,0 +1,62 @@
+#include "engine/kv_pool.h"
+
+#include <cstdlib>
+#include <cstring>
+
+#include "common/check.h"
+#include "common/strings.h"
+
+namespace baton::engine {
+
+void KvPool::FreeDeleter::operator()(float* p) const { std::free(p); }
+
+KvPool::KvPool(const KvLayout& layout, int64_t num_blocks)
+    : layout_(layout), num_blocks_(num_blocks), allocated_(num_blocks, false) {
+  free_.reserve(num_blocks);
+  for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
+}
+
+absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, int64_t num_blocks) {
+  if (layout.num_layers < 1 || layout.num_kv_heads < 1 || layout.head_dim < 1 ||
+      layout.block_size < 1 || layout.block_size > 1024) {
+    return absl::InvalidArgumentError(
+        StrCat("KV layout needs layers, kv heads and head_dim >= 1 and block_size in [1, 1024]; "
+               "got block_size ",
+               layout.block_size));
+  }
+  if (num_blocks < 1 || num_blocks > (int64_t{1} << 30)) {
+    return absl::InvalidArgumentError(
+        StrCat("KV pool num_blocks must be in [1, 2^30], got ", num_blocks));
+  }
+  const uint64_t bytes = static_cast<uint64_t>(num_blocks) * layout.bytes_per_block();
+  std::unique_ptr<KvPool> pool(new KvPool(layout, num_blocks));
+  // 64-byte alignment keeps every page start on a cache line (and a vector boundary).
+  void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+  if (memory == nullptr) {
+    return absl::ResourceExhaustedError(StrCat("cannot allocate the KV pool: ", bytes,
+                                               " bytes for ", num_blocks,
+                                               " blocks; lower --kv-blocks or the memory budget"));
+  }
+  std::memset(memory, 0, bytes);
+  pool->data_.reset(static_cast<float*>(memory));
+  return pool;
+}
+
+absl::StatusOr<int32_t> KvPool::Allocate() {
+  if (free_.empty()) {
+    return absl::ResourceExhaustedError(
+        StrCat("KV pool exhausted: all ", num_blocks_, " blocks are in use"));
+  }
+  const int32_t block = free_.back();
+  free_.pop_back();
+  allocated_[block] = true;
+  return block;
+}
+
+void KvPool::Free(int32_t block) {
+  BATON_CHECK(block >= 0 && block < num_blocks_ && allocated_[block]);
+  allocated_[block] = false;
+  free_.push_back(block);
+}
+
+}  // namespace baton::engine

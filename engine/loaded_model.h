@@ -1,0 +1,29 @@
+// A model ready to serve: weights (model/) plus the tokenizer and chat template
+// (tokenizer/) found beside them, and the stop ids gathered from every place a release
+// may put them.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "model/model.h"
+#include "tokenizer/loader.h"
+
+namespace baton::engine {
+
+struct LoadedModel {
+  std::unique_ptr<model::Model> model;
+  tokenizer::TokenizerFiles tokenizer;
+  // config.json's eos, generation_config.json's eos list and the tokenizer's eos, merged.
+  std::vector<int32_t> eos_token_ids;
+  std::string name;  // for listings: general.name, or the directory's name
+};
+
+// `path`: a .gguf file, or a Hugging Face directory. Loads the weights, then the
+// tokenizer from the same place, and checks that the two agree on the vocabulary.
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path,
+                                      const model::OpenOptions& options = {});
+
+}  // namespace baton::engine

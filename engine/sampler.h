@@ -1,0 +1,96 @@
+// Per-sequence token sampling: logit processors, temperature, top-k/top-p/min-p and the
+// random draw, plus logprobs. docs/sampling.md describes the pipeline and its semantics.
+//
+//   SequenceSampler sampler(params, prompt_ids, params.seed.value_or(RandomSeed()));
+//   while (...) {
+//     SampledToken t = sampler.Sample(logits_of_this_sequence);
+//     sampler.Accept(t.id);
+//   }
+//
+// The draw for output position t depends only on (seed, t), never on a shared generator,
+// so a sequence samples the same tokens whatever batch it runs in, after preemption and
+// recompute, and when a prefill worker samples its first token and a decode worker the
+// rest (construct the second sampler with the tokens generated so far).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <utility>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/container/flat_hash_set.h"
+#include "engine/sampling_params.h"
+
+namespace baton::engine {
+
+namespace sampler_internal {
+struct RadixScratch {
+  std::vector<double> mass;
+  std::vector<uint32_t> count;
+  std::vector<int32_t> group_a, group_b;
+};
+}  // namespace sampler_internal
+
+struct SampledToken {
+  int32_t id = -1;
+  // log-softmax of the raw model logits (before bias, penalties and temperature), as
+  // vLLM's default "raw_logprobs". Only computed when params.logprobs >= 0; NaN otherwise.
+  float logprob = 0;
+  // The params.logprobs most likely tokens by raw logprob, descending, ties by lower id.
+  std::vector<std::pair<int32_t, float>> top_logprobs;
+};
+
+// A seed from a process-wide random source, for requests that give none. Thread-safe.
+uint64_t RandomSeed();
+
+// The uniform draw in [0, 1) that a sequence with `seed` uses at output position `step`:
+// a pure function of its arguments (a counter-based generator).
+double CounterUniform(uint64_t seed, uint64_t step);
+
+// Not thread-safe; one per sequence. `params` should have passed ValidateSamplingParams;
+// token ids outside the logits are ignored by the processors.
+class SequenceSampler {
+ public:
+  // `output_ids`: tokens this sequence has already generated (for a sampler rebuilt after
+  // the sequence moved); sampling continues at position output_ids.size().
+  SequenceSampler(const SamplingParams& params, std::span<const int32_t> prompt_ids, uint64_t seed,
+                  std::span<const int32_t> output_ids = {});
+
+  // Chooses the token for the current position from this sequence's logits (one per vocab
+  // entry). Calling it again before Accept gives the same token.
+  SampledToken Sample(std::span<const float> logits);
+
+  // Records the token generated at the current position and moves to the next.
+  void Accept(int32_t token);
+
+  // Applies logit_bias, the repetition penalty and the presence/frequency penalties to
+  // `logits` in place, as Sample does before temperature.
+  void ApplyLogitProcessors(std::span<float> logits) const;
+
+  uint64_t seed() const { return seed_; }
+  // Tokens accepted so far: the output position of the next Sample.
+  int64_t step() const { return step_; }
+
+ private:
+  int32_t SampleFromProcessed(double u);
+  void FillLogprobs(std::span<const float> logits, SampledToken* out) const;
+
+  SamplingParams params_;
+  uint64_t seed_;
+  int64_t step_ = 0;
+  // Distinct prompt and output tokens; kept only when repetition_penalty != 1.
+  absl::flat_hash_set<int32_t> seen_;
+  // Output token counts; kept only when a presence or frequency penalty is set.
+  absl::flat_hash_map<int32_t, int32_t> output_counts_;
+
+  // Scratch reused across steps so sampling a vocab of ~150k entries does not allocate.
+  std::vector<float> work_;
+  std::vector<float> probs_;
+  std::vector<uint32_t> keys_;
+  std::vector<int32_t> cand_;
+  std::vector<double> blocks_;
+  sampler_internal::RadixScratch radix_;
+};
+
+}  // namespace baton::engine

@@ -1,0 +1,124 @@
+#!/usr/bin/env bash
+# End-to-end checks of `baton generate` as a user runs it, on stories260K (both formats)
+# against llama2.c's reference outputs, and on the bundled default model.
+# usage: generate_cli_test.sh BATON_BINARY TESTDATA_DIR SOURCE_DIR
+# Exits 77 (ctest: skipped) when the shared testdata is absent.
+set -uo pipefail
+baton=$1
+data=$2
+src=$3
+stories="$data/models/stories260K"
+if [ ! -d "$stories/hf" ]; then
+  echo "SKIP: testdata absent at $data"
+  exit 77
+fi
+fail=0
+check() {  # check NAME EXPECTED ACTUAL
+  if [ "$2" == "$3" ]; then
+    echo "ok   $1"
+  else
+    echo "FAIL $1: expected [$2], got [$3]"
+    fail=1
+  fi
+}
+contains() {  # contains NAME NEEDLE HAYSTACK
+  case "$3" in *"$2"*) echo "ok   $1" ;; *) echo "FAIL $1: [$2] not in [$3]"; fail=1 ;; esac
+}
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# Greedy "Once upon a time" for 60 tokens in both formats: llama2.c's ids (its sequence
+# is prompt + generated; it stops on BOS, id 1, so --stop-ids 1).
+ref=$(python3 -c "
+import json
+for l in open('$stories/reference/ref_greedy.jsonl'):
+    d = json.loads(l)
+    if d['prompt'] == 'Once upon a time':
+        print(' '.join(map(str, d['sequence_ids'][5:65])))")
+for model in "$stories/stories260K.gguf" "$stories/hf"; do
+  out=$("$baton" generate --model "$model" --prompt "Once upon a time" --temperature 0 \
+        --max-tokens 60 --stop-ids 1 --json)
+  check "greedy ids ($(basename "$model"))" "$ref" \
+    "$(echo "$out" | json_field "' '.join(map(str, d['generated_ids']))")"
+  check "prompt ids ($(basename "$model"))" "1 403 407 261 378" \
+    "$(echo "$out" | json_field "' '.join(map(str, d['prompt_ids']))")"
+  check "finish length ($(basename "$model"))" "length" "$(echo "$out" | json_field "d['finish_reason']")"
+done
+
+# Streaming text equals the --json text.
+streamed=$("$baton" generate --model "$stories/hf" --prompt "Once upon a time" --temperature 0 \
+           --max-tokens 40 --quiet)
+jtext=$("$baton" generate --model "$stories/hf" --prompt "Once upon a time" --temperature 0 \
+        --max-tokens 40 --json | json_field "d['text']")
+check "streamed text == json text" "$jtext" "$streamed"
+contains "greedy text is the story" "Lily" "$streamed"
+
+# A stop string ends the text before it; a stop id ends with finish_reason stop.
+out=$("$baton" generate --model "$stories/hf" --prompt "Once upon a time" --temperature 0 \
+      --max-tokens 60 --stop "Lily" --json)
+check "stop string: finish" "stop" "$(echo "$out" | json_field "d['finish_reason']")"
+check "stop string: not in text" "False" "$(echo "$out" | json_field "'Lily' in d['text']")"
+first=$(echo "$ref" | cut -d' ' -f3)
+out=$("$baton" generate --model "$stories/hf" --prompt "Once upon a time" --temperature 0 \
+      --max-tokens 60 --stop-ids "$first" --json)
+check "--stop-ids: 3 tokens" "3" "$(echo "$out" | json_field "len(d['generated_ids'])")"
+check "--stop-ids: reason" "$first" "$(echo "$out" | json_field "d['stop_reason']")"
+
+# Seeds: the same seed gives the same tokens; sampling is not greedy.
+a=$("$baton" generate --model "$stories/hf" --prompt "Once" --seed 7 --max-tokens 30 --json | json_field "d['generated_ids']")
+b=$("$baton" generate --model "$stories/hf" --prompt "Once" --seed 7 --max-tokens 30 --json | json_field "d['generated_ids']")
+c=$("$baton" generate --model "$stories/hf" --prompt "Once" --seed 8 --max-tokens 30 --json | json_field "d['generated_ids']")
+check "same seed, same tokens" "$a" "$b"
+if [ "$a" == "$c" ]; then echo "FAIL different seeds gave the same 30 tokens"; fail=1; else echo "ok   seeds differ"; fi
+
+# Logprobs: N alternatives per token, the chosen one among them under greedy.
+out=$("$baton" generate --model "$stories/hf" --prompt "Once" --temperature 0 --max-tokens 3 \
+      --logprobs 2 --json)
+check "logprobs: 3 x 2 alternatives" "[2, 2, 2]" \
+  "$(echo "$out" | json_field "[len(x['top_logprobs']) for x in d['logprobs']]")"
+check "greedy token is the top alternative" "True" \
+  "$(echo "$out" | json_field "all(x['id'] == x['top_logprobs'][0]['id'] for x in d['logprobs'])")"
+
+# --logits-out: the prompt's logits match llama2.c within 1e-4.
+"$baton" generate --model "$stories/stories260K.gguf" --prompt "Once upon a time" \
+  --max-tokens 1 --logits-out "$tmp/logits.json" --quiet >/dev/null
+check "--logits-out vs llama2.c" "True" "$(python3 -c "
+import json
+a = json.load(open('$tmp/logits.json')); b = json.load(open('$stories/reference/ref_logits_once_upon_a_time.json'))
+print(a['input_ids'] == b['input_ids'] and max(abs(x - y) for ra, rb in zip(a['logits'], b['logits']) for x, y in zip(ra, rb)) < 1e-4)")"
+
+# Environment and YAML config.
+check "env BATON_MODEL" "$ref" "$(BATON_MODEL="$stories/hf" "$baton" generate --prompt "Once upon a time" \
+  --temperature 0 --max-tokens 60 --stop-ids 1 --json | json_field "' '.join(map(str, d['generated_ids']))")"
+printf 'generate:\n  model: %s\n  max-tokens: 2\n' "$stories/hf" >"$tmp/baton.yaml"
+check "yaml --config" "2" "$("$baton" --config "$tmp/baton.yaml" generate --prompt "Once" --json | json_field "len(d['generated_ids'])")"
+
+# Errors name the problem and exit non-zero without a crash.
+err=$("$baton" generate --model "$tmp/none" --prompt "x" 2>&1); rc=$?
+check "missing model exits 1" "1" "$rc"
+contains "missing model message" "$tmp/none" "$err"
+err=$("$baton" generate --model "$stories/hf" --prompt "x" --top-p 1.5 2>&1); rc=$?
+check "bad top_p exits 1" "1" "$rc"
+contains "bad top_p names it" "top_p" "$err"
+long=$(python3 -c "print('Once upon a time ' * 200)")
+err=$("$baton" generate --model "$stories/hf" --prompt "$long" 2>&1); rc=$?
+check "prompt past the context exits 1" "1" "$rc"
+contains "context message" "maximum context length is 512" "$err"
+contains "--help lists --logits-out" "--logits-out" "$("$baton" generate --help)"
+
+# The bundled model: writes its corpus and answers a chat.
+tiny="$src/models/baton-tiny"
+if [ -d "$tiny" ]; then
+  for model in "$tiny" "$src/models/baton-tiny.gguf"; do
+    out=$("$baton" generate --model "$model" --prompt "Once upon a time" --temperature 0 \
+          --max-tokens 48 --json)
+    contains "bundled model writes words ($(basename "$model"))" " the " "$(echo "$out" | json_field "d['text']")"
+    out=$("$baton" generate --model "$model" --chat --prompt "What is 2 plus 3?" \
+          --temperature 0 --max-tokens 32 --json)
+    check "bundled chat ends its turn ($(basename "$model"))" "stop" \
+      "$(echo "$out" | json_field "d['finish_reason']")"
+    contains "bundled chat answers ($(basename "$model"))" "5" "$(echo "$out" | json_field "d['text']")"
+  done
+fi
+exit $fail

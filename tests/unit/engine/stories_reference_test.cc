@@ -1,0 +1,247 @@
+// The CPU engine against llama2.c's float32 reference outputs of stories260K, in both the
+// GGUF and the Hugging Face layouts; and the batched path against the single-sequence
+// path on the same real model.
+#include <algorithm>
+#include <cmath>
+#include <fstream>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "common/strings.h"
+#include "engine/kv_pool.h"
+#include "engine/model_runner.h"
+#include "gtest/gtest.h"
+#include "model/model.h"
+#include "nlohmann/json.hpp"
+
+namespace baton::engine {
+namespace {
+
+const std::string kDir = std::string(BATON_TESTDATA_DIR) + "/models/stories260K";
+
+std::unique_ptr<model::Model> OpenOrSkip(const std::string& path) {
+  auto model = model::Model::Open(path);
+  EXPECT_TRUE(model.ok()) << model.status();
+  return model.ok() ? std::move(*model) : nullptr;
+}
+
+nlohmann::json ReadJson(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// One sequence, run through the runner with its own pages.
+class Sequence {
+ public:
+  Sequence(KvPool* pool, int64_t capacity) : pool_(pool) {
+    const int64_t bs = pool->layout().block_size;
+    for (int64_t i = 0; i < (capacity + bs - 1) / bs; ++i) blocks_.push_back(*pool->Allocate());
+  }
+  ~Sequence() {
+    for (int32_t b : blocks_) pool_->Free(b);
+  }
+  SequenceInput Input(std::span<const int32_t> tokens, LogitsWanted logits) {
+    SequenceInput in{tokens, pos_, blocks_, logits};
+    pos_ += static_cast<int64_t>(tokens.size());
+    return in;
+  }
+
+ private:
+  KvPool* pool_;
+  std::vector<int32_t> blocks_;
+  int64_t pos_ = 0;
+};
+
+struct Engine {
+  explicit Engine(const model::Model& model, int threads = 2, int64_t blocks = 256)
+      : pool(*KvPool::Create(KvLayoutFor(model.config(), 16), blocks)),
+        threads(threads),
+        runner(model, pool.get(), &this->threads) {}
+  std::unique_ptr<KvPool> pool;
+  ThreadPool threads;
+  ModelRunner runner;
+};
+
+int32_t Argmax(std::span<const float> row) {
+  return static_cast<int32_t>(std::max_element(row.begin(), row.end()) - row.begin());
+}
+
+class StoriesTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override {
+    if (!std::ifstream(kDir + "/stories260K.gguf")) {
+      GTEST_SKIP() << "shared testdata not found at " << kDir
+                   << " (tests read ../shared/testdata beside the checkout)";
+    }
+    model_ = OpenOrSkip(GetParam() == "gguf" ? kDir + "/stories260K.gguf" : kDir + "/hf");
+    ASSERT_NE(model_, nullptr);
+  }
+  std::unique_ptr<model::Model> model_;
+};
+
+TEST_P(StoriesTest, LogitsMatchLlama2cAtEveryPosition) {
+  const nlohmann::json ref = ReadJson(kDir + "/reference/ref_logits_once_upon_a_time.json");
+  const std::vector<int32_t> ids = ref["input_ids"].get<std::vector<int32_t>>();
+  Engine engine(*model_);
+  Sequence seq(engine.pool.get(), 64);
+  std::vector<SequenceInput> batch = {seq.Input(ids, LogitsWanted::kAll)};
+  ForwardOutput out;
+  ASSERT_TRUE(engine.runner.Forward(batch, &out).ok());
+  double worst = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    const auto want = ref["logits"][p].get<std::vector<double>>();
+    ASSERT_EQ(want.size(), 512u);
+    for (size_t v = 0; v < want.size(); ++v) {
+      worst = std::max(worst, std::abs(want[v] - out.row(out.first_row[0] + p)[v]));
+    }
+  }
+  EXPECT_LT(worst, 1e-4) << "largest |logit - llama2.c| over every position";
+}
+
+TEST_P(StoriesTest, GreedyGenerationsMatchLlama2c) {
+  std::ifstream in(kDir + "/reference/ref_greedy.jsonl");
+  std::string line;
+  int cases = 0;
+  while (std::getline(in, line)) {
+    const auto ref = nlohmann::json::parse(line);
+    const auto prompt = ref["prompt_ids"].get<std::vector<int32_t>>();
+    const auto expected = ref["sequence_ids"].get<std::vector<int32_t>>();
+    Engine engine(*model_);
+    Sequence seq(engine.pool.get(), static_cast<int64_t>(expected.size()) + 1);
+    std::vector<int32_t> tokens = prompt;
+    ForwardOutput out;
+    std::vector<SequenceInput> batch = {seq.Input(prompt, LogitsWanted::kLast)};
+    while (tokens.size() < expected.size()) {
+      ASSERT_TRUE(engine.runner.Forward(batch, &out).ok());
+      tokens.push_back(Argmax(out.row(0)));
+      batch = {seq.Input(std::span(tokens).last(1), LogitsWanted::kLast)};
+    }
+    EXPECT_EQ(tokens, expected) << "prompt: " << ref["prompt"];
+    ++cases;
+  }
+  EXPECT_EQ(cases, 4);
+}
+
+// Sequences fed in different chunkings, side by side in one batch, give exactly the
+// logits each gives alone in one piece.
+TEST_P(StoriesTest, RaggedBatchIsBitIdenticalToSingleSequences) {
+  const std::vector<std::vector<int32_t>> prompts = {
+      {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315, 421, 395, 317, 426, 338, 401},
+      {1, 388, 286, 297, 261},
+      {1,   13,  438, 310, 439, 419, 357, 336, 432, 313, 438, 310, 432, 278, 316, 439, 419, 298,
+       414, 267, 265, 282, 295, 433, 426, 436, 317, 286, 296, 418, 269, 279, 292, 416, 439}};
+  // Alone: each prompt in one forward, logits at every position.
+  std::vector<std::vector<std::vector<float>>> alone;
+  for (const auto& p : prompts) {
+    Engine engine(*model_, 1);
+    Sequence seq(engine.pool.get(), 64);
+    std::vector<SequenceInput> batch = {seq.Input(p, LogitsWanted::kAll)};
+    ForwardOutput out;
+    ASSERT_TRUE(engine.runner.Forward(batch, &out).ok());
+    std::vector<std::vector<float>> rows;
+    for (size_t i = 0; i < p.size(); ++i) {
+      auto r = out.row(out.first_row[0] + static_cast<int64_t>(i));
+      rows.emplace_back(r.begin(), r.end());
+    }
+    alone.push_back(rows);
+  }
+  // Together: chunks of 5, 1 (decode-like) and 7 tokens, interleaved in each step, with
+  // three threads.
+  Engine engine(*model_, 3);
+  std::vector<std::unique_ptr<Sequence>> seqs;
+  for (size_t s = 0; s < prompts.size(); ++s) {
+    seqs.push_back(std::make_unique<Sequence>(engine.pool.get(), 64));
+  }
+  const size_t chunk[] = {5, 1, 7};
+  std::vector<size_t> done(prompts.size(), 0);
+  bool any = true;
+  while (any) {
+    any = false;
+    std::vector<SequenceInput> batch;
+    std::vector<size_t> owner;
+    for (size_t s = 0; s < prompts.size(); ++s) {
+      if (done[s] == prompts[s].size()) continue;
+      const size_t n = std::min(chunk[s], prompts[s].size() - done[s]);
+      batch.push_back(
+          seqs[s]->Input(std::span(prompts[s]).subspan(done[s], n), LogitsWanted::kAll));
+      owner.push_back(s);
+      any = true;
+    }
+    if (!any) break;
+    ForwardOutput out;
+    ASSERT_TRUE(engine.runner.Forward(batch, &out).ok());
+    for (size_t b = 0; b < batch.size(); ++b) {
+      const size_t s = owner[b];
+      for (size_t i = 0; i < batch[b].tokens.size(); ++i) {
+        auto got = out.row(out.first_row[b] + static_cast<int64_t>(i));
+        const auto& want = alone[s][done[s] + i];
+        ASSERT_TRUE(std::equal(got.begin(), got.end(), want.begin()))
+            << "sequence " << s << " position " << done[s] + i;
+      }
+      done[s] += batch[b].tokens.size();
+    }
+  }
+}
+
+TEST_P(StoriesTest, RefusesBadBatches) {
+  Engine engine(*model_, 1, 4);
+  Sequence seq(engine.pool.get(), 32);
+  ForwardOutput out;
+  const std::vector<int32_t> bad_token = {1, 512};
+  std::vector<SequenceInput> batch = {seq.Input(bad_token, LogitsWanted::kLast)};
+  EXPECT_EQ(engine.runner.Forward(batch, &out).code(), absl::StatusCode::kInvalidArgument);
+
+  const std::vector<int32_t> ok = {1};
+  const std::vector<int32_t> no_pages;
+  batch = {SequenceInput{ok, 0, no_pages, LogitsWanted::kLast}};
+  EXPECT_EQ(engine.runner.Forward(batch, &out).code(), absl::StatusCode::kInvalidArgument);
+
+  const std::vector<int32_t> outside = {99};
+  batch = {SequenceInput{ok, 0, outside, LogitsWanted::kLast}};
+  EXPECT_EQ(engine.runner.Forward(batch, &out).code(), absl::StatusCode::kInvalidArgument);
+
+  const int64_t context = model_->config().max_position_embeddings;
+  batch = {SequenceInput{ok, context, no_pages, LogitsWanted::kLast}};
+  auto status = engine.runner.Forward(batch, &out);
+  EXPECT_EQ(status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(std::string(status.message()).find(StrCat("context is ", context)), std::string::npos)
+      << status;
+}
+
+INSTANTIATE_TEST_SUITE_P(Formats, StoriesTest, ::testing::Values("gguf", "hf"));
+
+TEST(StoriesFormats, GgufAndHfGiveTheSameLogits) {
+  if (!std::ifstream(kDir + "/stories260K.gguf")) GTEST_SKIP() << "shared testdata not found";
+  auto gguf = OpenOrSkip(kDir + "/stories260K.gguf");
+  auto hf = OpenOrSkip(kDir + "/hf");
+  ASSERT_TRUE(gguf && hf);
+  EXPECT_EQ(gguf->config().rope_layout, model::RopeLayout::kInterleaved);
+  EXPECT_EQ(hf->config().rope_layout, model::RopeLayout::kHalf);
+  const std::vector<int32_t> ids = {1, 403, 407, 261, 378, 432, 383, 286, 261, 376, 298, 315};
+  std::vector<std::vector<float>> logits[2];
+  int i = 0;
+  for (auto* m : {gguf.get(), hf.get()}) {
+    Engine engine(*m);
+    Sequence seq(engine.pool.get(), 32);
+    std::vector<SequenceInput> batch = {seq.Input(ids, LogitsWanted::kAll)};
+    ForwardOutput out;
+    ASSERT_TRUE(engine.runner.Forward(batch, &out).ok());
+    for (size_t p = 0; p < ids.size(); ++p) {
+      auto r = out.row(static_cast<int64_t>(p));
+      logits[i].emplace_back(r.begin(), r.end());
+    }
+    ++i;
+  }
+  double worst = 0;
+  for (size_t p = 0; p < ids.size(); ++p) {
+    for (size_t v = 0; v < 512; ++v) {
+      worst = std::max(worst, static_cast<double>(std::abs(logits[0][p][v] - logits[1][p][v])));
+    }
+  }
+  EXPECT_LT(worst, 1e-5);
+}
+
+}  // namespace
+}  // namespace baton::engine
