@@ -102,7 +102,12 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
     }
     const StopDecision decision = stop_tokens.Check(token.id, step + 1);
     if (decision.emit_text) {
-      BATON_ASSIGN_OR_RETURN(std::string delta, detok.Add(token.id));
+      // Embeddings padded past the tokenizer (common in real releases) have no text;
+      // a model may still sample those ids, and they decode to nothing, as in vLLM.
+      std::string delta;
+      if (loaded.tokenizer.tokenizer->IsValid(token.id)) {
+        BATON_ASSIGN_OR_RETURN(delta, detok.Add(token.id));
+      }
       StopStringMatcher::Result matched = stops.Add(delta);
       emit(matched.emit);
       if (matched.stopped) {
