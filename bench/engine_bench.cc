@@ -159,9 +159,10 @@ int main(int argc, char** argv) {
     results.push_back(baton::BenchModel(path, &pool, prompt_tokens, decode_tokens, reps));
   }
   // Probes after the models, so the models' pages were hot in the same conditions.
-  const double bandwidth = baton::bench::MeasureReadBandwidthGBs(&pool, size_t{1} << 30, quick ? 2 : 5);
-  const double gemm =
-      baton::bench::MeasureGemmGflops(&pool, baton::cpu::DType::kBF16, 512, 2048, 2048, quick ? 1 : 3);
+  const double bandwidth =
+      baton::bench::MeasureReadBandwidthGBs(&pool, size_t{1} << 30, quick ? 2 : 5);
+  const double gemm = baton::bench::MeasureGemmGflops(&pool, baton::cpu::DType::kBF16, 512, 2048,
+                                                      2048, quick ? 1 : 3);
   std::printf("probes: streaming read %.1f GB/s; bf16 GEMM (512x2048x2048) %.1f GFLOP/s\n",
               bandwidth, gemm);
   std::printf("%-28s %-5s %12s %12s %9s %12s %12s %9s\n", "model", "dtype", "decode tok/s",
