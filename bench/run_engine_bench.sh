@@ -14,7 +14,7 @@ mkdir -p "$models"
 for shape in smollm2-135m llama3.2-1b; do
   if [ ! -f "$models/$shape/config.json" ]; then
     echo "writing the synthetic $shape model (bf16) to $models/$shape"
-    "$build/bin/baton" synth-model --shape "$shape" --dtype bf16 --seed 1 --out "$models/$shape"
+    "$build/bin/baton" synth-model --shape "$shape" --dtype bf16 --seed 1 --format hf --out "$models/$shape"
   fi
 done
 "$build/bin/engine_bench" --model models/baton-tiny --model "$models/smollm2-135m" \
