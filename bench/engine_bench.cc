@@ -72,8 +72,10 @@ struct Result {
 };
 
 Result BenchModel(const std::string& path, ThreadPool* threads, int prompt_tokens,
-                  int decode_tokens, int reps) {
-  auto opened = model::Model::Open(path);
+                  int decode_tokens, int reps, bool use_mmap) {
+  model::OpenOptions options;
+  options.use_mmap = use_mmap;
+  auto opened = model::Model::Open(path, options);
   if (!opened.ok()) {
     std::fprintf(stderr, "engine_bench: %s\n", std::string(opened.status().message()).c_str());
     std::exit(1);
@@ -148,7 +150,7 @@ int main(int argc, char** argv) {
   CLI::App app{"CPU engine benchmark: decode vs memory bandwidth, prefill vs the GEMM probe"};
   std::vector<std::string> models;
   int threads = 0, prompt_tokens = 512, decode_tokens = 32, reps = 3;
-  bool quick = false;
+  bool quick = false, no_mmap = false;
   app.add_option("--model", models, "Model paths (.gguf or HF directory), repeatable")->required();
   app.add_option("--threads", threads, "Threads (0: one per core)");
   app.add_option("--prompt-tokens", prompt_tokens, "Prefill prompt length")
@@ -156,6 +158,8 @@ int main(int argc, char** argv) {
   app.add_option("--decode-tokens", decode_tokens, "Decode steps timed per repetition")
       ->check(CLI::PositiveNumber);
   app.add_option("--reps", reps, "Repetitions; the best is kept")->check(CLI::PositiveNumber);
+  app.add_flag("--no-mmap", no_mmap,
+               "Copy the weights into anonymous huge-page memory instead of mapping the files");
   app.add_flag("--quick", quick, "One repetition, 8 decode steps (a smoke run)");
   CLI11_PARSE(app, argc, argv);
   if (quick) {
@@ -164,11 +168,11 @@ int main(int argc, char** argv) {
   }
 
   baton::ThreadPool pool(threads);
-  std::printf("engine_bench: %d threads, %s kernels\n", pool.num_threads(),
-              baton::cpu::ActiveIsa());
+  std::printf("engine_bench: %d threads, %s kernels, weights %s\n", pool.num_threads(),
+              baton::cpu::ActiveIsa(), no_mmap ? "copied (--no-mmap)" : "memory-mapped");
   std::vector<baton::Result> results;
   for (const std::string& path : models) {
-    results.push_back(baton::BenchModel(path, &pool, prompt_tokens, decode_tokens, reps));
+    results.push_back(baton::BenchModel(path, &pool, prompt_tokens, decode_tokens, reps, !no_mmap));
   }
   // Probes after the models, so the models' pages were hot in the same conditions.
   const double bandwidth =

@@ -45,6 +45,10 @@ class MappedModel : public Model {
   std::vector<MappedFile> files_;
 };
 
+MappedFile::Backing BackingFor(const OpenOptions& options) {
+  return options.use_mmap ? MappedFile::Backing::kFileMap : MappedFile::Backing::kAnonymousCopy;
+}
+
 absl::StatusOr<std::string> ReadOptional(const fs::path& path, size_t max_bytes) {
   std::error_code ec;
   if (!fs::exists(path, ec)) return std::string();
@@ -109,7 +113,7 @@ absl::StatusOr<std::unique_ptr<Model>> Finish(ModelParts parts, std::vector<Mapp
 
 absl::StatusOr<std::unique_ptr<Model>> OpenGguf(const std::string& path,
                                                 const OpenOptions& options) {
-  BATON_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path));
+  BATON_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open(path, BackingFor(options)));
   BATON_ASSIGN_OR_RETURN(ModelParts parts, LoadGgufModel(file.view(), path));
   if (parts.config.name.empty()) parts.config.name = fs::path(path).stem().string();
   std::vector<MappedFile> files;
@@ -151,7 +155,7 @@ absl::StatusOr<std::unique_ptr<Model>> OpenHf(const std::string& dir_path,
                         index.empty() ? " (and there is no model.safetensors.index.json)"
                                       : " (model.safetensors.index.json names it)"));
     }
-    BATON_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(file.string()));
+    BATON_ASSIGN_OR_RETURN(MappedFile mapped, MappedFile::Open(file.string(), BackingFor(options)));
     files.push_back(std::move(mapped));
   }
   for (size_t i = 0; i < names.size(); ++i) in.files.emplace_back(names[i], files[i].view());

@@ -50,6 +50,9 @@ struct OpenOptions {
   // show progress on a large model. May be empty.
   std::function<void(uint64_t done, uint64_t total)> progress;
   bool prefault = true;  // read every weight page once at load (steadier first tokens)
+  // false: copy the files into anonymous huge-page memory instead of mapping them
+  // (llama.cpp's --no-mmap). Costs a copy's worth of RAM beside the page cache.
+  bool use_mmap = true;
 };
 
 class Model {

@@ -49,6 +49,7 @@ struct GenerateFlags {
   int threads = 0;
   int64_t prefill_chunk = 512;
   bool quiet = false;
+  bool no_mmap = false;
 };
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, const char* flag) {
@@ -95,8 +96,9 @@ absl::StatusOr<engine::SamplingParams> ToParams(const GenerateFlags& f) {
 
 // Progress on stderr while a large model's pages are read in: a bar on a terminal,
 // a line per 10% otherwise.
-model::OpenOptions LoadOptions(bool quiet) {
+model::OpenOptions LoadOptions(bool quiet, bool no_mmap) {
   model::OpenOptions options;
+  options.use_mmap = !no_mmap;
   if (quiet) return options;
   const bool tty = isatty(fileno(stderr)) != 0;
   auto last = std::make_shared<int>(-1);
@@ -126,8 +128,9 @@ nlohmann::json LogprobJson(const tokenizer::Tokenizer& tok, const engine::Sample
 
 absl::Status Run(const GenerateFlags& flags) {
   const auto load_start = std::chrono::steady_clock::now();
-  BATON_ASSIGN_OR_RETURN(engine::LoadedModel loaded,
-                         engine::LoadModel(flags.model, LoadOptions(flags.quiet || flags.json)));
+  BATON_ASSIGN_OR_RETURN(
+      engine::LoadedModel loaded,
+      engine::LoadModel(flags.model, LoadOptions(flags.quiet || flags.json, flags.no_mmap)));
   const double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const tokenizer::Tokenizer& tok = *loaded.tokenizer.tokenizer;
@@ -250,6 +253,9 @@ void AddGenerateCommand(CLI::App& app) {
       ->envname("BATON_THREADS");
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "Prompt tokens per forward pass")
       ->check(CLI::PositiveNumber);
+  cmd->add_flag("--no-mmap", f->no_mmap,
+                "Copy the weights into (huge-page) memory instead of mapping the file: faster "
+                "decode, a copy's worth of RAM (llama.cpp's --no-mmap)");
   cmd->add_flag("--quiet", f->quiet, "No progress or summary on stderr");
   cmd->callback([f] {
     absl::Status status = Run(*f);

@@ -164,6 +164,22 @@ TEST(ModelTest, Stories260KHfAndGgufHoldTheSameWeights) {
   ExpectSameWeights(**hf, **gguf, /*permuted=*/true);
 }
 
+// --no-mmap: the weights copied into anonymous memory are the mapped ones, byte for byte,
+// in both formats, and no longer point into the file mapping.
+TEST(ModelTest, CopiedWeightsEqualMappedWeights) {
+  BATON_REQUIRE_MODEL_TESTDATA(kStories);
+  for (const std::string sub : {"/stories260K.gguf", "/hf"}) {
+    OpenOptions copy;
+    copy.use_mmap = false;
+    auto mapped = Model::Open(testing::TestDataPath(kStories) + sub);
+    auto copied = Model::Open(testing::TestDataPath(kStories) + sub, copy);
+    ASSERT_TRUE(mapped.ok()) << mapped.status();
+    ASSERT_TRUE(copied.ok()) << copied.status();
+    EXPECT_NE((*mapped)->weights().embedding.data, (*copied)->weights().embedding.data);
+    ExpectSameWeights(**mapped, **copied, /*permuted=*/false);
+  }
+}
+
 // ---- synthetic models: writer -> reader round trips ----
 
 struct Written {
