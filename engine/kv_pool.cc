@@ -1,5 +1,8 @@
 #include "engine/kv_pool.h"
 
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -8,7 +11,7 @@
 
 namespace baton::engine {
 
-void KvPool::FreeDeleter::operator()(float* p) const { std::free(p); }
+void KvPool::Unmapper::operator()(float* p) const { ::munmap(p, bytes); }
 
 KvPool::KvPool(const KvLayout& layout, int64_t num_blocks)
     : layout_(layout), num_blocks_(num_blocks), allocated_(num_blocks, false) {
@@ -30,15 +33,17 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, i
   }
   const uint64_t bytes = static_cast<uint64_t>(num_blocks) * layout.bytes_per_block();
   std::unique_ptr<KvPool> pool(new KvPool(layout, num_blocks));
-  // 64-byte alignment keeps every page start on a cache line (and a vector boundary).
-  void* memory = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-  if (memory == nullptr) {
-    return absl::ResourceExhaustedError(StrCat("cannot allocate the KV pool: ", bytes,
-                                               " bytes for ", num_blocks,
-                                               " blocks; lower --kv-blocks or the memory budget"));
+  // mmap: page-aligned (so every KV page starts on a cache line) and zero-filled lazily.
+  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (memory == MAP_FAILED) {
+    return absl::ResourceExhaustedError(
+        StrCat("cannot allocate the KV pool: ", bytes, " bytes for ", num_blocks,
+               " pages: ", std::strerror(errno), "; give the KV cache less memory"));
   }
-  std::memset(memory, 0, bytes);
-  pool->data_.reset(static_cast<float*>(memory));
+#ifdef MADV_HUGEPAGE
+  (void)::madvise(memory, bytes, MADV_HUGEPAGE);
+#endif
+  pool->data_ = std::unique_ptr<float, Unmapper>(static_cast<float*>(memory), Unmapper{bytes});
   return pool;
 }
 

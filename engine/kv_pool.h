@@ -49,12 +49,15 @@ class KvPool {
  private:
   KvPool(const KvLayout& layout, int64_t num_blocks);
 
-  struct FreeDeleter {
+  struct Unmapper {
+    size_t bytes;
     void operator()(float* p) const;
   };
   KvLayout layout_;
   int64_t num_blocks_;
-  std::unique_ptr<float, FreeDeleter> data_;
+  // Anonymous memory: zero pages until first written, so a large budget costs only what
+  // is used.
+  std::unique_ptr<float, Unmapper> data_;
   std::vector<int32_t> free_;  // a stack: the most recently freed page is reused first
   std::vector<bool> allocated_;
 };
