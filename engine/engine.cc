@@ -1,0 +1,496 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <fstream>
+#include <utility>
+
+#include "common/check.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "engine/stop_strings.h"
+#include "tokenizer/detokenizer.h"
+
+namespace baton::engine {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::time_point from, Clock::time_point to) {
+  return std::chrono::duration<double>(to - from).count();
+}
+
+// MemAvailable from /proc/meminfo, in bytes; 0 when unknown.
+int64_t MemAvailableBytes() {
+  std::ifstream in("/proc/meminfo");
+  std::string key;
+  int64_t kb = 0;
+  std::string unit;
+  while (in >> key >> kb >> unit) {
+    if (key == "MemAvailable:") return kb * 1024;
+  }
+  return 0;
+}
+
+}  // namespace
+
+struct Engine::Live {
+  std::string id;
+  uint64_t seq_id = 0;
+  std::shared_ptr<RequestStream> stream;
+  SamplingParams params;
+  bool detokenize = true;
+  std::unique_ptr<Sequence> seq;  // until handed to the scheduler
+  std::unique_ptr<SequenceSampler> sampler;
+  std::unique_ptr<StopChecker> stop;
+  std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
+  std::unique_ptr<StopStringMatcher> stops;
+  Clock::time_point arrival, first_scheduled, first_token;
+  bool scheduled = false;
+  int64_t generated = 0;
+};
+
+bool RequestStream::Next(TokenEvent* out) {
+  bool timed_out = false;
+  return NextFor(out, -1, &timed_out);
+}
+
+bool RequestStream::NextFor(TokenEvent* out, int64_t timeout_ms, bool* timed_out) {
+  std::unique_lock<std::mutex> lock(mu_);
+  *timed_out = false;
+  auto ready = [&] { return done_ || !events_.empty(); };
+  if (timeout_ms < 0) {
+    cv_.wait(lock, ready);
+  } else if (!cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), ready)) {
+    *timed_out = true;
+    return false;
+  }
+  if (events_.empty()) return false;
+  *out = std::move(events_.front());
+  events_.pop_front();
+  if (out->finished) done_ = true;
+  return true;
+}
+
+void RequestStream::Push(TokenEvent event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    events_.push_back(std::move(event));
+  }
+  cv_.notify_all();
+}
+
+int64_t KvPagesForBytes(const KvLayout& layout, int64_t bytes) {
+  return std::max<int64_t>(1, bytes / layout.bytes_per_block());
+}
+
+absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
+                                                       const EngineOptions& options) {
+  const model::ModelConfig& config = model->model->config();
+  SchedulerConfig sc;
+  sc.block_size = options.block_size;
+  sc.max_running = options.max_running;
+  sc.max_waiting = options.max_waiting;
+  sc.max_batched_tokens = options.max_batched_tokens;
+  sc.max_prefill_chunk = options.max_prefill_chunk;
+  sc.max_model_len = config.max_position_embeddings;
+  BATON_RETURN_IF_ERROR(ValidateSchedulerConfig(sc));
+  if (options.threads < 0) {
+    return absl::InvalidArgumentError(StrCat("threads is ", options.threads, "; it must be >= 0"));
+  }
+  const KvLayout layout = KvLayoutFor(config, options.block_size);
+  int64_t bytes = options.kv_cache_bytes;
+  if (bytes <= 0) {
+    if (!(options.kv_cache_fraction > 0 && options.kv_cache_fraction <= 0.95)) {
+      return absl::InvalidArgumentError(
+          StrCat("kv_cache_fraction is ", options.kv_cache_fraction, "; it must be in (0, 0.95]"));
+    }
+    const int64_t available = MemAvailableBytes();
+    if (available <= 0) {
+      return absl::FailedPreconditionError(
+          "cannot read MemAvailable from /proc/meminfo; give the KV cache size in bytes");
+    }
+    bytes = static_cast<int64_t>(options.kv_cache_fraction * static_cast<double>(available));
+  }
+  if (bytes < layout.bytes_per_block()) {
+    return absl::InvalidArgumentError(StrCat(
+        "the KV cache budget is ", bytes, " bytes, less than one page of ", options.block_size,
+        " tokens (", layout.bytes_per_block(), " bytes for this model); give it more memory"));
+  }
+  std::unique_ptr<Engine> engine(new Engine(model, options));
+  BATON_ASSIGN_OR_RETURN(engine->pool_, KvPool::Create(layout, KvPagesForBytes(layout, bytes)));
+  engine->threads_ = std::make_unique<ThreadPool>(options.threads);
+  engine->events_ = std::make_unique<KvEventPublisher>(options.block_size);
+  engine->blocks_ = std::make_unique<BlockManager>(
+      engine->pool_->num_blocks(), options.enable_prefix_cache, engine->events_.get());
+  engine->scheduler_ = std::make_unique<Scheduler>(sc, engine->blocks_.get());
+  engine->runner_ =
+      std::make_unique<ModelRunner>(*model->model, engine->pool_.get(), engine->threads_.get());
+  engine->PublishStatsLocked();
+  engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
+  return engine;
+}
+
+Engine::Engine(const LoadedModel* model, const EngineOptions& options)
+    : model_(model), options_(options) {
+  if (options_.model_id.empty()) options_.model_id = model->name;
+}
+
+Engine::~Engine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+  // The engine thread is gone: end whatever is left.
+  for (auto& live : inbox_) {
+    TokenEvent e;
+    e.finished = true;
+    e.status = absl::CancelledError("the engine shut down");
+    live->stream->Push(std::move(e));
+  }
+  std::vector<uint64_t> ids;
+  for (auto& [id, live] : live_) ids.push_back(id);
+  for (uint64_t id : ids) {
+    TokenEvent e;
+    e.status = absl::CancelledError("the engine shut down");
+    End(id, std::move(e));
+  }
+}
+
+absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest request) {
+  const model::ModelConfig& config = model_->model->config();
+  BATON_RETURN_IF_ERROR(
+      ValidateSamplingParams(request.params, config.vocab_size, options_.sampling_limits));
+  const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
+  if (prompt_len == 0) {
+    return absl::InvalidArgumentError("the prompt is empty: give at least one token");
+  }
+  for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
+    const int32_t t = request.prompt_ids[i];
+    if (t < 0 || t >= config.vocab_size) {
+      return absl::InvalidArgumentError(StrCat(
+          "prompt token ", i, " is ", t, ", outside the vocabulary [0, ", config.vocab_size, ")"));
+    }
+  }
+  const int64_t context = config.max_position_embeddings;
+  if (prompt_len >= context) {
+    return absl::InvalidArgumentError(StrCat(
+        "This model's maximum context length is ", context, " tokens. However, your prompt has ",
+        prompt_len, " tokens, which leaves no room to generate. Shorten the prompt."));
+  }
+  const int64_t max_len = prompt_len + std::min(request.params.max_tokens, context - prompt_len);
+  const int64_t pages = (max_len + options_.block_size - 1) / options_.block_size;
+  if (pages > pool_->num_blocks()) {
+    return absl::InvalidArgumentError(
+        StrCat("prompt plus max_tokens is ", max_len, " tokens, which needs ", pages,
+               " KV pages of ", options_.block_size, " tokens, but the KV cache has only ",
+               pool_->num_blocks(), " pages; lower max_tokens or give the KV cache more memory"));
+  }
+
+  auto live = std::make_unique<Live>();
+  live->arrival = Clock::now();
+  live->params = request.params;
+  live->detokenize = request.detokenize;
+  auto seq = std::make_unique<Sequence>();
+  seq->priority = request.priority;
+  seq->root = NamespaceHash({options_.model_id, "", request.cache_salt}, options_.block_size);
+  seq->prompt_len = prompt_len;
+  seq->max_len = max_len;
+  live->sampler = std::make_unique<SequenceSampler>(request.params, request.prompt_ids,
+                                                    request.params.seed.value_or(RandomSeed()));
+  live->stop =
+      std::make_unique<StopChecker>(request.params, model_->eos_token_ids, context - prompt_len);
+  if (request.detokenize) {
+    live->detok = std::make_unique<tokenizer::IncrementalDetokenizer>(model_->tokenizer.tokenizer);
+    live->stops = std::make_unique<StopStringMatcher>(request.params.stop,
+                                                      request.params.include_stop_str_in_output);
+  }
+  seq->tokens = std::move(request.prompt_ids);
+
+  std::shared_ptr<RequestStream> stream;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return absl::UnavailableError("the engine is shutting down");
+    if (stats_.waiting + queued_ >= options_.max_waiting) {
+      return absl::ResourceExhaustedError(
+          StrCat("the queue is full (", options_.max_waiting,
+                 " waiting requests, the max_waiting limit); retry later"));
+    }
+    seq->id = next_seq_id_++;
+    if (request.id.empty()) request.id = StrCat("req-", seq->id);
+    if (live_ids_.contains(request.id)) {
+      return absl::AlreadyExistsError(
+          StrCat("request id '", request.id, "' is already in use; ids must be unique"));
+    }
+    live_ids_.emplace(request.id, seq->id);
+    live->id = request.id;
+    live->seq_id = seq->id;
+    stream = std::make_shared<RequestStream>(request.id);
+    live->stream = stream;
+    live->seq = std::move(seq);
+    inbox_.push_back(std::move(live));
+    ++queued_;
+  }
+  wake_.notify_all();
+  return stream;
+}
+
+absl::Status Engine::Cancel(const std::string& id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_ids_.find(id);
+    if (it == live_ids_.end()) {
+      return absl::NotFoundError(StrCat("no running or queued request has id '", id, "'"));
+    }
+    cancels_.push_back(it->second);
+  }
+  wake_.notify_all();
+  return absl::OkStatus();
+}
+
+absl::Status Engine::ResetPrefixCache() {
+  std::unique_lock<std::mutex> lock(mu_);
+  reset_cache_ = true;
+  wake_.notify_all();
+  idle_cv_.wait(lock, [&] { return !reset_cache_ || stop_; });
+  if (reset_cache_) return absl::UnavailableError("the engine is shutting down");
+  return reset_result_;
+}
+
+EngineStats Engine::Stats() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return stats_;
+}
+
+void Engine::WaitIdle() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_cv_.wait(lock, [&] {
+    return stop_ ||
+           (queued_ == 0 && cancels_.empty() && stats_.running == 0 && stats_.waiting == 0);
+  });
+}
+
+void Engine::Loop() {
+  for (;;) {
+    const bool has_work = scheduler_->num_running() + scheduler_->num_waiting() > 0;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      wake_.wait(lock, [&] {
+        return stop_ || has_work || !inbox_.empty() || !cancels_.empty() || reset_cache_;
+      });
+      if (stop_) break;
+    }
+    DrainInbox();
+    Step();
+    std::lock_guard<std::mutex> lock(mu_);
+    PublishStatsLocked();
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  idle_cv_.notify_all();
+}
+
+void Engine::DrainInbox() {
+  std::deque<std::unique_ptr<Live>> inbox;
+  std::vector<uint64_t> cancels;
+  bool reset = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    inbox.swap(inbox_);
+    cancels.swap(cancels_);
+    reset = reset_cache_;
+  }
+  for (auto& live : inbox) {
+    const uint64_t id = live->seq_id;
+    absl::Status added = scheduler_->Add(std::move(live->seq));
+    live_.emplace(id, std::move(live));
+    if (!added.ok()) {
+      TokenEvent e;
+      e.status = added;
+      End(id, std::move(e));
+      ++counters_.requests_failed;
+    }
+  }
+  if (!inbox.empty()) {
+    // Moved from the inbox to the scheduler's queue in one step, so that Submit's
+    // queue-length check never sees them in neither place.
+    std::lock_guard<std::mutex> lock(mu_);
+    queued_ -= static_cast<int64_t>(inbox.size());
+    stats_.waiting = scheduler_->num_waiting();
+  }
+  for (uint64_t id : cancels) {
+    if (!live_.contains(id)) continue;  // finished meanwhile
+    TokenEvent e;
+    e.status = absl::CancelledError("the request was cancelled");
+    End(id, std::move(e));
+    ++counters_.requests_cancelled;
+  }
+  if (reset) {
+    absl::Status result = blocks_->ResetPrefixCache();
+    blocks_->Flush();
+    std::lock_guard<std::mutex> lock(mu_);
+    reset_result_ = result;
+    reset_cache_ = false;
+    PublishStatsLocked();  // notifies
+  }
+}
+
+void Engine::Step() {
+  StepPlan plan = scheduler_->Schedule();
+  {
+    // Admissions shrink the queue now, not after the forward pass: Submit's length check
+    // reads these counts.
+    std::lock_guard<std::mutex> lock(mu_);
+    PublishStatsLocked();
+  }
+  if (plan.items.empty()) {
+    // Only reachable if a queued sequence can never be scheduled, which Submit's page
+    // check rules out; fail it rather than spin.
+    if (scheduler_->num_running() == 0 && scheduler_->num_waiting() > 0) {
+      const uint64_t id = scheduler_->waiting_ids().front();
+      TokenEvent e;
+      e.status = absl::ResourceExhaustedError("the request does not fit the KV cache");
+      End(id, std::move(e));
+      ++counters_.requests_failed;
+    }
+    return;
+  }
+  const auto now = Clock::now();
+  std::vector<SequenceInput> inputs;
+  inputs.reserve(plan.items.size());
+  for (const StepItem& item : plan.items) {
+    Sequence* seq = item.seq;
+    Live* live = live_.at(seq->id).get();
+    if (!live->scheduled) {
+      live->scheduled = true;
+      live->first_scheduled = now;
+    }
+    if (item.start < seq->prompt_len) {
+      counters_.prompt_tokens_computed +=
+          std::min(item.start + item.num_tokens, seq->prompt_len) - item.start;
+    }
+    inputs.push_back(SequenceInput{std::span(seq->tokens).subspan(item.start, item.num_tokens),
+                                   item.start, seq->block_table,
+                                   item.wants_logits ? LogitsWanted::kLast : LogitsWanted::kNone});
+  }
+  ++counters_.steps;
+  absl::Status ran = runner_->Forward(inputs, &out_);
+  if (!ran.ok()) {
+    // Inputs were checked at Submit, so this is a bug; the step's requests fail cleanly.
+    for (const StepItem& item : plan.items) {
+      TokenEvent e;
+      e.status = absl::InternalError(StrCat("forward pass failed: ", ran.message()));
+      End(item.seq->id, std::move(e));
+      ++counters_.requests_failed;
+    }
+    return;
+  }
+  std::vector<std::optional<int32_t>> sampled(plan.items.size());
+  std::vector<SampledToken> tokens(plan.items.size());
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    if (!plan.items[i].wants_logits) continue;
+    Live* live = live_.at(plan.items[i].seq->id).get();
+    tokens[i] = live->sampler->Sample(out_.row(out_.first_row[i]));
+    live->sampler->Accept(tokens[i].id);
+    sampled[i] = tokens[i].id;
+  }
+  scheduler_->Commit(plan, sampled);
+
+  const auto after = Clock::now();
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    if (!sampled[i]) continue;
+    const uint64_t id = plan.items[i].seq->id;
+    Live* live = live_.at(id).get();
+    const int32_t token = *sampled[i];
+    ++counters_.generated_tokens;
+    if (live->generated++ == 0) live->first_token = after;
+    TokenEvent e;
+    e.token_ids.push_back(token);
+    if (live->params.logprobs >= 0) e.logprobs.push_back(std::move(tokens[i]));
+    const StopDecision decision = live->stop->Check(token, live->generated);
+    bool finished = decision.reason != FinishReason::kNone;
+    e.finish_reason = decision.reason;
+    if (decision.stop_token_id) e.stop_reason = StrCat(*decision.stop_token_id);
+    if (live->detokenize) {
+      if (decision.emit_text && !live->stops->stopped()) {
+        std::string delta;
+        if (model_->tokenizer.tokenizer->IsValid(token)) {
+          absl::StatusOr<std::string> d = live->detok->Add(token);
+          if (d.ok()) delta = std::move(*d);
+        }
+        StopStringMatcher::Result m = live->stops->Add(delta);
+        e.text = std::move(m.emit);
+        if (m.stopped) {
+          finished = true;
+          e.finish_reason = FinishReason::kStop;
+          e.stop_reason = m.matched;
+        }
+      }
+      if (finished && !live->stops->stopped()) {
+        StopStringMatcher::Result tail = live->stops->Add(live->detok->Finish());
+        e.text += tail.emit;
+        if (tail.stopped) {
+          e.finish_reason = FinishReason::kStop;
+          e.stop_reason = tail.matched;
+        } else {
+          e.text += live->stops->Flush();
+        }
+      }
+    }
+    if (finished) {
+      ++counters_.requests_finished;
+      End(id, std::move(e));
+    } else {
+      e.seconds_since_arrival = Seconds(live->arrival, after);
+      live->stream->Push(std::move(e));
+    }
+  }
+}
+
+void Engine::End(uint64_t seq_id, TokenEvent last) {
+  auto it = live_.find(seq_id);
+  BATON_CHECK(it != live_.end());
+  std::unique_ptr<Live> live = std::move(it->second);
+  live_.erase(it);
+  std::unique_ptr<Sequence> seq = scheduler_->Finish(seq_id);
+  const auto now = Clock::now();
+  last.finished = true;
+  last.seconds_since_arrival = Seconds(live->arrival, now);
+  if (seq != nullptr) {
+    last.usage.prompt_tokens = seq->prompt_len;
+    last.usage.cached_tokens = seq->cached_prompt_tokens;
+    last.timings.num_preemptions = seq->num_preemptions;
+  }
+  last.usage.completion_tokens = live->generated;
+  if (live->scheduled) last.timings.queue_seconds = Seconds(live->arrival, live->first_scheduled);
+  if (live->generated > 0) {
+    last.timings.time_to_first_token_seconds = Seconds(live->arrival, live->first_token);
+  }
+  last.timings.total_seconds = last.seconds_since_arrival;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    live_ids_.erase(live->id);
+  }
+  live->stream->Push(std::move(last));
+}
+
+void Engine::PublishStatsLocked() {
+  EngineStats s = counters_;
+  s.running = scheduler_->num_running();
+  s.waiting = scheduler_->num_waiting();
+  s.pages_total = blocks_->num_blocks();
+  s.pages_used = blocks_->num_in_use();
+  s.pages_free = blocks_->num_available();
+  s.pages_cached = blocks_->num_cached();
+  s.prefix_queried_tokens = blocks_->counters().queried_tokens;
+  s.prefix_hit_tokens = blocks_->counters().hit_tokens;
+  s.prefix_hit_rate = s.prefix_queried_tokens > 0 ? static_cast<double>(s.prefix_hit_tokens) /
+                                                        static_cast<double>(s.prefix_queried_tokens)
+                                                  : 0.0;
+  s.preemptions = scheduler_->num_preemptions();
+  stats_ = s;
+  idle_cv_.notify_all();
+}
+
+}  // namespace baton::engine

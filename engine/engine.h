@@ -1,0 +1,203 @@
+// The serving engine: continuous batching over one model, on one engine thread.
+//
+//   BATON_ASSIGN_OR_RETURN(auto engine, Engine::Create(&loaded, EngineOptions{}));
+//   BATON_ASSIGN_OR_RETURN(auto stream, engine->Submit(request));
+//   TokenEvent e;
+//   while (stream->Next(&e)) { ... e.token_ids, e.text ... if (e.finished) break; }
+//   engine->Cancel(request.id);   // from any thread, at any time
+//
+// The engine thread runs schedule -> forward -> sample -> emit each step (see
+// scheduler.h for the policy). Submit, Cancel, Stats and the KV-event calls are
+// thread-safe and never touch engine state: they go through a queue the engine thread
+// drains at the start of every step.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/status/statusor.h"
+#include "common/thread_pool.h"
+#include "engine/block_manager.h"
+#include "engine/kv_events.h"
+#include "engine/kv_pool.h"
+#include "engine/loaded_model.h"
+#include "engine/model_runner.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
+#include "engine/scheduler.h"
+#include "engine/stop_conditions.h"
+
+namespace baton::engine {
+
+struct EngineOptions {
+  int threads = 0;  // compute threads; 0: one per core
+  int64_t block_size = 16;
+  // KV cache size: kv_cache_bytes when > 0, else kv_cache_fraction of the memory
+  // available at start-up. Whole pages only.
+  int64_t kv_cache_bytes = 0;
+  double kv_cache_fraction = 0.25;
+  bool enable_prefix_cache = true;
+  int64_t max_running = 256;          // sequences decoding together
+  int64_t max_waiting = 4096;         // queued requests; more is an overload error
+  int64_t max_batched_tokens = 2048;  // tokens per step
+  int64_t max_prefill_chunk = 512;    // prompt tokens per sequence per step
+  std::string model_id;               // for block hashes; defaults to the model's name
+  SamplingLimits sampling_limits;
+};
+
+struct EngineRequest {
+  std::string id;  // unique among live requests; empty: the engine assigns one
+  std::vector<int32_t> prompt_ids;
+  SamplingParams params;
+  int priority = 0;        // lower runs first (vLLM's convention)
+  std::string cache_salt;  // separates tenants' prefix caches
+  bool detokenize = true;  // produce text deltas and apply stop strings
+};
+
+struct Usage {
+  int64_t prompt_tokens = 0;
+  int64_t cached_tokens = 0;  // prompt tokens served from the prefix cache
+  int64_t completion_tokens = 0;
+};
+
+struct RequestTimings {
+  double queue_seconds = 0;  // arrival to first scheduled
+  double time_to_first_token_seconds = 0;
+  double total_seconds = 0;  // arrival to finish
+  int num_preemptions = 0;
+};
+
+struct TokenEvent {
+  std::vector<int32_t> token_ids;      // new tokens (usually one)
+  std::string text;                    // their text, once final (see generator.h)
+  std::vector<SampledToken> logprobs;  // one per token when params.logprobs >= 0
+  double seconds_since_arrival = 0;
+  bool finished = false;
+  // Set on the final event:
+  FinishReason finish_reason = FinishReason::kNone;
+  std::string stop_reason;  // the stop string, or the stop token id; else empty
+  absl::Status status;      // Cancelled, or the error that ended the request
+  Usage usage;
+  RequestTimings timings;
+};
+
+// The consumer's end of one request. Thread-safe.
+class RequestStream {
+ public:
+  explicit RequestStream(std::string id) : id_(std::move(id)) {}
+  const std::string& id() const { return id_; }
+
+  // Blocks for the next event; false once the final event has been taken.
+  bool Next(TokenEvent* out);
+  // As Next, but gives up after `timeout_ms` (returns false and sets *timed_out).
+  bool NextFor(TokenEvent* out, int64_t timeout_ms, bool* timed_out);
+
+  void Push(TokenEvent event);  // the engine's side
+
+ private:
+  std::string id_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<TokenEvent> events_;
+  bool done_ = false;  // the final event was taken
+};
+
+struct EngineStats {
+  int64_t running = 0;
+  int64_t waiting = 0;
+  int64_t pages_total = 0;
+  int64_t pages_used = 0;  // referenced by running sequences
+  int64_t pages_free = 0;  // free or cached-and-idle (evictable)
+  int64_t pages_cached = 0;
+  int64_t prefix_queried_tokens = 0;
+  int64_t prefix_hit_tokens = 0;
+  double prefix_hit_rate = 0;  // hit / queried, 0 when nothing was queried
+  int64_t preemptions = 0;
+  int64_t steps = 0;
+  int64_t requests_finished = 0;
+  int64_t requests_cancelled = 0;
+  int64_t requests_failed = 0;
+  int64_t prompt_tokens_computed = 0;
+  int64_t generated_tokens = 0;
+};
+
+class Engine {
+ public:
+  // `model` must outlive the engine. Starts the engine thread.
+  static absl::StatusOr<std::unique_ptr<Engine>> Create(const LoadedModel* model,
+                                                        const EngineOptions& options);
+  ~Engine();  // stops the thread; open streams end with Cancelled
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // Checks the request (InvalidArgument naming the parameter; ResourceExhausted when the
+  // queue is full; AlreadyExists for a live id) and queues it.
+  absl::StatusOr<std::shared_ptr<RequestStream>> Submit(EngineRequest request);
+  // NotFound when no live request has the id. The stream ends with Cancelled and the
+  // pages are free before the next step.
+  absl::Status Cancel(const std::string& id);
+  EngineStats Stats() const;
+
+  KvEventPublisher& kv_events() { return *events_; }
+  // Empties the prefix cache once no request is running (AllCleared event).
+  absl::Status ResetPrefixCache();
+
+  int64_t num_kv_pages() const { return pool_->num_blocks(); }
+  const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
+  // Blocks until no request is queued or running (for tests and benchmarks).
+  void WaitIdle();
+
+ private:
+  struct Live;  // per-request engine-thread state
+  Engine(const LoadedModel* model, const EngineOptions& options);
+  void Loop();
+  void DrainInbox();
+  void Step();
+  void Emit(Live* live, TokenEvent event);
+  // Ends a request with a final event carrying `last` (its last token, if any).
+  void End(uint64_t seq_id, TokenEvent last);
+  void PublishStatsLocked();  // engine thread, with mu_ held
+
+  const LoadedModel* model_;
+  EngineOptions options_;
+  BlockHash root_without_salt_;
+  std::unique_ptr<ThreadPool> threads_;
+  std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<KvEventPublisher> events_;
+  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<Scheduler> scheduler_;
+  std::unique_ptr<ModelRunner> runner_;
+
+  // Shared with other threads, under mu_.
+  mutable std::mutex mu_;
+  std::condition_variable wake_;     // the engine thread waits here for work
+  std::condition_variable idle_cv_;  // WaitIdle waits here
+  std::deque<std::unique_ptr<Live>> inbox_;
+  std::vector<uint64_t> cancels_;  // sequence ids
+  bool reset_cache_ = false;
+  absl::Status reset_result_;
+  bool stop_ = false;
+  int64_t queued_ = 0;                                   // submitted and not yet drained
+  absl::flat_hash_map<std::string, uint64_t> live_ids_;  // request id -> sequence id
+  uint64_t next_seq_id_ = 1;
+  EngineStats stats_;
+
+  // Engine-thread state.
+  absl::flat_hash_map<uint64_t, std::unique_ptr<Live>> live_;
+  EngineStats counters_;
+  ForwardOutput out_;
+  std::thread thread_;
+};
+
+// Pages for a KV cache of `bytes` (whole pages; at least 1).
+int64_t KvPagesForBytes(const KvLayout& layout, int64_t bytes);
+
+}  // namespace baton::engine
