@@ -3,12 +3,20 @@
 #include <algorithm>
 #include <cmath>
 
+#include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/ops.h"
 
 namespace baton::cpu {
 
 void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
                     const PagedKvView& kv, float scale, float* scores, float* out) {
+  if (kv.head_dim % 16 == 0 && kv.head_dim <= 256 &&
+      internal::CurrentIsa() >= internal::Isa::kAvx512) {
+    internal::AttendOneQueryAvx512(q, pos, kv_head, block_table, kv, scale, scores, out);
+    return;
+  }
   const int64_t token_stride = kv.num_kv_heads * kv.head_dim;
   const int64_t head_offset = kv_head * kv.head_dim;
   float max_score = -INFINITY;

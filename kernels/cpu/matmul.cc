@@ -185,12 +185,12 @@ Isa AutoIsa() {
 
 std::atomic<int> g_forced_isa{-1};
 
+}  // namespace
+
 Isa CurrentIsa() {
   const int forced = g_forced_isa.load(std::memory_order_relaxed);
   return forced >= 0 ? static_cast<Isa>(forced) : AutoIsa();
 }
-
-}  // namespace
 
 void SetIsaForTesting(Isa isa) {
   BATON_CHECK(IsaSupported(isa));

@@ -41,6 +41,10 @@ void GemmAvx512Bf16(const GemmArgs& a, int64_t j0, int64_t j1);  // bf16 weights
 void PackBf16Avx512Bf16(const float* x, int64_t x_stride, int64_t r0, int64_t r1, int64_t k,
                         uint16_t* out, int64_t out_stride, int64_t padded_k);
 
+// The ISA every dispatcher uses: the best the CPU has, capped by BATON_CPU_ISA, or the
+// one SetIsaForTesting forced.
+Isa CurrentIsa();
+
 // Exact f16 -> f32 without F16C.
 float HalfToFloat(uint16_t h);
 

@@ -1,0 +1,108 @@
+#include "kernels/cpu/attention.h"
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "kernels/cpu/matmul.h"
+
+namespace baton::cpu {
+namespace {
+
+// Paged K/V with a shuffled block table, and a float64 reference of one query.
+struct Pages {
+  int64_t block_size = 16, kv_heads = 2, head_dim = 64, blocks = 0;
+  std::vector<float> k, v;
+  std::vector<int32_t> table;
+
+  Pages(int64_t head_dim_in, int64_t positions, std::mt19937* rng) : head_dim(head_dim_in) {
+    blocks = (positions + block_size - 1) / block_size + 3;
+    const int64_t per_block = block_size * kv_heads * head_dim;
+    std::normal_distribution<float> d(0.0f, 1.0f);
+    k.resize(blocks * per_block);
+    v.resize(blocks * per_block);
+    for (float& x : k) x = d(*rng);
+    for (float& x : v) x = d(*rng);
+    table.resize(blocks);
+    std::iota(table.begin(), table.end(), 0);
+    std::shuffle(table.begin(), table.end(), *rng);
+  }
+  PagedKvView View() const {
+    return {k.data(), v.data(), block_size * kv_heads * head_dim, block_size, kv_heads, head_dim};
+  }
+  const float* Row(const std::vector<float>& m, int64_t t, int64_t h) const {
+    return m.data() + table[t / block_size] * block_size * kv_heads * head_dim +
+           ((t % block_size) * kv_heads + h) * head_dim;
+  }
+  std::vector<double> Reference(const float* q, int64_t pos, int64_t h, double scale) const {
+    std::vector<double> s(pos + 1), out(head_dim, 0.0);
+    double max = -1e300, sum = 0;
+    for (int64_t t = 0; t <= pos; ++t) {
+      double dot = 0;
+      for (int64_t i = 0; i < head_dim; ++i) dot += double{q[i]} * Row(k, t, h)[i];
+      s[t] = dot * scale;
+      max = std::max(max, s[t]);
+    }
+    for (double& x : s) sum += (x = std::exp(x - max));
+    for (int64_t t = 0; t <= pos; ++t) {
+      for (int64_t i = 0; i < head_dim; ++i) out[i] += s[t] / sum * Row(v, t, h)[i];
+    }
+    return out;
+  }
+};
+
+TEST(AttentionTest, EveryIsaMatchesAFloat64Reference) {
+  std::mt19937 rng(5);
+  for (const int64_t head_dim : {8, 16, 32, 64, 128}) {
+    const int64_t positions = 150;
+    Pages pages(head_dim, positions, &rng);
+    std::vector<float> q(head_dim), out(head_dim), scores(positions);
+    std::normal_distribution<float> d(0.0f, 2.0f);  // peaky softmax too
+    for (float& x : q) x = d(rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+    for (const auto isa : {internal::Isa::kScalar, internal::Isa::kAvx2, internal::Isa::kAvx512,
+                           internal::Isa::kAvx512Bf16}) {
+      if (!internal::IsaSupported(isa)) continue;
+      internal::SetIsaForTesting(isa);
+      for (const int64_t pos : {0, 1, 15, 16, 17, 31, 63, 100, 149}) {
+        for (int64_t h = 0; h < pages.kv_heads; ++h) {
+          AttendOneQuery(q.data(), pos, h, pages.table.data(), pages.View(), scale, scores.data(),
+                         out.data());
+          const std::vector<double> ref = pages.Reference(q.data(), pos, h, scale);
+          double err = 0, norm = 0;
+          for (int64_t i = 0; i < head_dim; ++i) {
+            err += (out[i] - ref[i]) * (out[i] - ref[i]);
+            norm += ref[i] * ref[i];
+          }
+          EXPECT_LT(std::sqrt(err / norm), 1e-6)
+              << internal::IsaName(isa) << " head_dim " << head_dim << " pos " << pos;
+        }
+      }
+    }
+    internal::ResetIsaForTesting();
+  }
+}
+
+// A query's result depends on nothing but its own inputs: computing it again after other
+// queries, with dirty scratch, gives the same bits.
+TEST(AttentionTest, AQueryIsBitIdenticalWhateverRanBefore) {
+  std::mt19937 rng(9);
+  Pages pages(64, 90, &rng);
+  std::vector<float> q(64), other(64), a(64), b(64), scores(90, 123.0f);
+  std::normal_distribution<float> d(0.0f, 1.0f);
+  for (float& x : q) x = d(rng);
+  for (float& x : other) x = d(rng);
+  AttendOneQuery(q.data(), 77, 1, pages.table.data(), pages.View(), 0.125f, scores.data(),
+                 a.data());
+  AttendOneQuery(other.data(), 89, 0, pages.table.data(), pages.View(), 0.125f, scores.data(),
+                 b.data());
+  AttendOneQuery(q.data(), 77, 1, pages.table.data(), pages.View(), 0.125f, scores.data(),
+                 b.data());
+  EXPECT_EQ(a, b);
+}
+
+}  // namespace
+}  // namespace baton::cpu
