@@ -1,0 +1,47 @@
+// The gRPC face of one engine: baton.internal.v1.Worker (Generate, GetStats) and
+// baton.internal.v1.KvEvents (Subscribe, GetSnapshot).
+//
+//   WorkerService service(engine.get());
+//   grpc::ServerBuilder builder;
+//   builder.RegisterService(service.worker());
+//   builder.RegisterService(service.kv_events());
+//
+// Generate maps engine errors to gRPC codes (INVALID_ARGUMENT, RESOURCE_EXHAUSTED for a
+// full queue, ALREADY_EXISTS, CANCELLED), and cancels the request in the engine as soon
+// as the call is cancelled, its deadline passes or the client goes away.
+#pragma once
+
+#include <memory>
+
+#include "absl/status/status.h"
+#include "baton/internal/v1/kv_events.grpc.pb.h"
+#include "baton/internal/v1/worker.grpc.pb.h"
+#include "engine/engine.h"
+#include "grpcpp/grpcpp.h"
+
+namespace baton::worker {
+
+// absl::Status -> grpc::Status, same code and message.
+grpc::Status ToGrpcStatus(const absl::Status& status);
+
+// Checks and converts what a peer sent; InvalidArgument naming the field.
+absl::StatusOr<engine::EngineRequest> FromProto(const baton::internal::v1::GenerateRequest& in);
+
+class WorkerService {
+ public:
+  explicit WorkerService(engine::Engine* engine);  // must outlive the service
+  ~WorkerService();
+  WorkerService(const WorkerService&) = delete;
+  WorkerService& operator=(const WorkerService&) = delete;
+
+  grpc::Service* worker();
+  grpc::Service* kv_events();
+
+ private:
+  class WorkerImpl;
+  class KvEventsImpl;
+  std::unique_ptr<WorkerImpl> worker_;
+  std::unique_ptr<KvEventsImpl> kv_events_;
+};
+
+}  // namespace baton::worker
