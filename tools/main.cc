@@ -9,6 +9,7 @@
 #include "tools/generate_command.h"
 #include "tools/synth_model_command.h"
 #include "tools/tokenize_command.h"
+#include "tools/worker_command.h"
 
 int main(int argc, char** argv) {
   try {
@@ -20,6 +21,7 @@ int main(int argc, char** argv) {
     baton::tools::AddGenerateCommand(app);
     baton::tools::AddTokenizeCommand(app);
     baton::tools::AddSynthModelCommand(app);
+    baton::tools::AddWorkerCommand(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
   } catch (const std::exception& e) {
