@@ -130,6 +130,10 @@ void ModelRunner::Attention(int64_t layer) {
   });
 }
 
+namespace {
+const float* Bias(const model::Linear& lin) { return lin.bias.empty() ? nullptr : lin.bias.data(); }
+}  // namespace
+
 absl::Status ModelRunner::Forward(std::span<const SequenceInput> batch, ForwardOutput* out) {
   if (auto status = Validate(batch); !status.ok()) return status;
   const model::Weights& w = model_.weights();
@@ -184,16 +188,18 @@ absl::Status ModelRunner::Forward(std::span<const SequenceInput> batch, ForwardO
   for (int64_t l = 0; l < config_.num_layers; ++l) {
     const model::LayerWeights& lw = w.layers[l];
     norm_rows(lw.attn_norm, x_.data(), h_.data());
-    linear(lw.q, h_.data(), hidden, q_.data(), q_width);
-    linear(lw.k, h_.data(), hidden, k_.data(), kv_width);
-    linear(lw.v, h_.data(), hidden, v_.data(), kv_width);
+    const cpu::MatMulTarget qkv[] = {{lw.q.weight, Bias(lw.q), q_.data(), q_width},
+                                     {lw.k.weight, Bias(lw.k), k_.data(), kv_width},
+                                     {lw.v.weight, Bias(lw.v), v_.data(), kv_width}};
+    cpu::MatMulShared(h_.data(), n, hidden, qkv, threads_);
     Attention(l);
     linear(lw.o, attn_.data(), q_width, h_.data(), hidden);
     cpu::AddInPlace(x_.data(), h_.data(), n * hidden);
 
     norm_rows(lw.mlp_norm, x_.data(), h_.data());
-    linear(lw.gate, h_.data(), hidden, gate_.data(), inter);
-    linear(lw.up, h_.data(), hidden, up_.data(), inter);
+    const cpu::MatMulTarget gate_up[] = {{lw.gate.weight, Bias(lw.gate), gate_.data(), inter},
+                                         {lw.up.weight, Bias(lw.up), up_.data(), inter}};
+    cpu::MatMulShared(h_.data(), n, hidden, gate_up, threads_);
     cpu::SwiGlu(gate_.data(), up_.data(), n * inter, gate_.data());
     linear(lw.down, gate_.data(), inter, h_.data(), hidden);
     cpu::AddInPlace(x_.data(), h_.data(), n * hidden);

@@ -380,4 +380,103 @@ void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, con
   pool->ParallelFor(units * job.m_blocks, 1, run_tasks);
 }
 
+void MatMulShared(const float* x, int64_t m, int64_t x_stride,
+                  std::span<const MatMulTarget> targets, ThreadPool* pool) {
+  if (targets.empty() || m == 0) return;
+  const int threads = pool != nullptr ? pool->num_threads() : 1;
+  const int64_t k = targets[0].w.cols;
+  const DType dtype = targets[0].w.dtype;
+  // Fused only where every target would split W's rows alone (always in decode); else one
+  // MatMul each, which is the same arithmetic.
+  bool fuse = targets.size() > 1 && targets.size() <= 4 && pool != nullptr;
+  for (const MatMulTarget& t : targets) {
+    const int64_t units = (t.w.rows + kUnitRows - 1) / kUnitRows;
+    fuse = fuse && t.w.cols == k && t.w.dtype == dtype && t.w.rows > 0 &&
+           (units >= 4 * threads || m < 2 * kMinRowsPerTask) &&
+           (m <= 1 || (x_stride >= k && t.y_stride >= t.w.rows));
+  }
+  if (!fuse) {
+    for (const MatMulTarget& t : targets)
+      MatMul(x, m, x_stride, t.w, t.bias, t.y, t.y_stride, pool);
+    return;
+  }
+  BATON_CHECK(x != nullptr);
+
+  void (*kernel)(const GemmArgs&, int64_t, int64_t) = internal::GemmScalar;
+  switch (internal::CurrentIsa()) {
+    case Isa::kScalar:
+      break;
+    case Isa::kAvx2:
+      kernel = internal::GemmAvx2;
+      break;
+    case Isa::kAvx512:
+      kernel = internal::GemmAvx512;
+      break;
+    case Isa::kAvx512Bf16:
+      kernel = dtype == DType::kBF16 ? internal::GemmAvx512Bf16 : internal::GemmAvx512;
+      break;
+  }
+  const uint16_t* xb = nullptr;
+  int64_t xb_stride = 0;
+  if (kernel == internal::GemmAvx512Bf16) {
+    xb_stride = (k + 31) / 32 * 32;
+    std::vector<uint16_t>& buf = PackBuffer();
+    if (buf.size() < static_cast<size_t>(m * xb_stride)) buf.resize(m * xb_stride);
+    xb = buf.data();
+    struct Pack {
+      const float* x;
+      int64_t x_stride, k, xb_stride;
+      uint16_t* out;
+    } pk{x, x_stride, k, xb_stride, buf.data()};
+    auto pack = [p = &pk](int64_t r0, int64_t r1) {
+      internal::PackBf16Avx512Bf16(p->x, p->x_stride, r0, r1, p->k, p->out, p->xb_stride,
+                                   p->xb_stride);
+    };
+    const int64_t pack_grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(k, 1));
+    if (m >= 2 * pack_grain) {
+      pool->ParallelFor(m, pack_grain, pack);
+    } else {
+      pack(0, m);
+    }
+  }
+
+  struct Fused {
+    GemmArgs a[4];
+    int64_t first_unit[5] = {0, 0, 0, 0, 0};
+    int count = 0;
+    void (*kernel)(const GemmArgs&, int64_t, int64_t) = nullptr;
+  } f;
+  f.kernel = kernel;
+  f.count = static_cast<int>(targets.size());
+  for (int i = 0; i < f.count; ++i) {
+    const MatMulTarget& t = targets[i];
+    GemmArgs& a = f.a[i];
+    a.x = x;
+    a.m = m;
+    a.x_stride = x_stride;
+    a.xb = xb;
+    a.xb_stride = xb_stride;
+    a.w = static_cast<const uint8_t*>(t.w.data);
+    a.dtype = dtype;
+    a.k = k;
+    a.w_row_bytes = RowBytes(dtype, k);
+    a.bias = t.bias;
+    a.y = t.y;
+    a.y_stride = t.y_stride;
+    f.first_unit[i + 1] = f.first_unit[i] + (t.w.rows + kUnitRows - 1) / kUnitRows;
+  }
+  const int64_t grain =
+      std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(kUnitRows * k * m, 1));
+  auto run = [p = &f, &targets](int64_t u0, int64_t u1) {
+    for (int i = 0; i < p->count; ++i) {
+      const int64_t lo = std::max(u0, p->first_unit[i]), hi = std::min(u1, p->first_unit[i + 1]);
+      if (lo >= hi) continue;
+      const int64_t base = p->first_unit[i];
+      p->kernel(p->a[i], (lo - base) * kUnitRows,
+                std::min((hi - base) * kUnitRows, targets[i].w.rows));
+    }
+  };
+  pool->ParallelFor(f.first_unit[f.count], grain, run);
+}
+
 }  // namespace baton::cpu

@@ -8,6 +8,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <span>
 
 #include "common/thread_pool.h"
 
@@ -34,6 +35,21 @@ struct MatrixRef {
 // row stride y_stride floats. bias may be null (else `w.rows` floats).
 void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, const float* bias,
             float* y, int64_t y_stride, ThreadPool* pool);
+
+// One of several products of the same x: y = x . W^T (+ bias).
+struct MatMulTarget {
+  MatrixRef w;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t y_stride = 0;
+};
+
+// MatMul for each target, all with the same x (e.g. the Q, K and V projections): one pass
+// of the pool over all their rows of W, and x converted once, so a decode step pays one
+// thread hand-off instead of one per matrix. Every element is computed exactly as MatMul
+// computes it.
+void MatMulShared(const float* x, int64_t m, int64_t x_stride,
+                  std::span<const MatMulTarget> targets, ThreadPool* pool);
 
 // Row `row` of W as f32 (embedding lookup). out holds w.cols floats.
 void DequantizeRow(const MatrixRef& w, int64_t row, float* out);

@@ -213,10 +213,14 @@ void RunEquivalence(const LoadedModel& m, const Variant& v) {
     EXPECT_EQ(got.last.usage.prompt_tokens, static_cast<int64_t>(requests[i].prompt_ids.size()));
     EXPECT_EQ(got.last.usage.completion_tokens, static_cast<int64_t>(got.ids.size()));
   }
-  if (v.cancel_some) EXPECT_GT(cancelled, 0);
+  if (v.cancel_some) {
+    EXPECT_GT(cancelled, 0);
+  }
   ExpectNoLeaks(engine->get());
   const EngineStats s = (*engine)->Stats();
-  if (v.tiny_pool) EXPECT_GT(s.preemptions, 0) << "the small pool did not force a preemption";
+  if (v.tiny_pool) {
+    EXPECT_GT(s.preemptions, 0) << "the small pool did not force a preemption";
+  }
   if (v.prefix_cache) {
     EXPECT_GT(s.prefix_hit_tokens, 0);
   } else {

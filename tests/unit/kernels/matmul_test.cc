@@ -448,3 +448,48 @@ TEST(MatMulTest, BatchInvariant) {
 
 }  // namespace
 }  // namespace baton::cpu
+
+namespace baton::cpu {
+namespace {
+
+// MatMulShared gives every target exactly MatMul's bits, fused or not (m small and
+// large, several thread counts, every ISA and type).
+TEST(MatMulTest, SharedEqualsSeparateBitForBit) {
+  std::vector<std::unique_ptr<ThreadPool>> pools;
+  for (int threads : {1, 2, 3}) pools.push_back(std::make_unique<ThreadPool>(threads));
+  for (Isa isa : SupportedIsas()) {
+    ScopedIsa scoped(isa);
+    for (DType dtype : kAllTypes) {
+      const int64_t k = 256;
+      const TestWeights q = MakeWeights(dtype, 200, k, 1), kw = MakeWeights(dtype, 72, k, 2),
+                        v = MakeWeights(dtype, 40, k, 3);
+      const std::vector<float> bias = RandomFloats(200, 5);
+      for (int64_t m : {1, 3, 70}) {
+        const std::vector<float> x = RandomFloats(m * k, 6, -2, 2);
+        for (auto& pool : pools) {
+          std::vector<float> yq(m * 200), yk(m * 72), yv(m * 40);
+          const MatMulTarget targets[] = {{q.ref(), bias.data(), yq.data(), 200},
+                                          {kw.ref(), nullptr, yk.data(), 72},
+                                          {v.ref(), nullptr, yv.data(), 40}};
+          MatMulShared(x.data(), m, k, targets, pool.get());
+          std::vector<float> eq(m * 200), ek(m * 72), ev(m * 40);
+          MatMul(x.data(), m, k, q.ref(), bias.data(), eq.data(), 200, pool.get());
+          MatMul(x.data(), m, k, kw.ref(), nullptr, ek.data(), 72, pool.get());
+          MatMul(x.data(), m, k, v.ref(), nullptr, ev.data(), 40, pool.get());
+          const std::string where = std::string(internal::IsaName(isa)) + " " + DTypeName(dtype) +
+                                    " m=" + std::to_string(m) +
+                                    " threads=" + std::to_string(pool->num_threads());
+          for (size_t i = 0; i < eq.size(); ++i)
+            ASSERT_EQ(FloatBits(yq[i]), FloatBits(eq[i])) << where;
+          for (size_t i = 0; i < ek.size(); ++i)
+            ASSERT_EQ(FloatBits(yk[i]), FloatBits(ek[i])) << where;
+          for (size_t i = 0; i < ev.size(); ++i)
+            ASSERT_EQ(FloatBits(yv[i]), FloatBits(ev[i])) << where;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace baton::cpu
