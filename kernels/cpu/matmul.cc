@@ -279,6 +279,47 @@ std::vector<uint16_t>& PackBuffer() {
   return buffer;
 }
 
+// The kernel the dispatcher uses for `dtype` on the current ISA.
+using GemmKernel = void (*)(const GemmArgs&, int64_t, int64_t);
+GemmKernel KernelFor(DType dtype) {
+  switch (internal::CurrentIsa()) {
+    case Isa::kScalar:
+      return internal::GemmScalar;
+    case Isa::kAvx2:
+      return internal::GemmAvx2;
+    case Isa::kAvx512:
+      return internal::GemmAvx512;
+    case Isa::kAvx512Bf16:
+      return dtype == DType::kBF16 ? internal::GemmAvx512Bf16 : internal::GemmAvx512;
+  }
+  return internal::GemmScalar;
+}
+
+// x rounded to bf16 for the avx512bf16 kernel, in this thread's reused buffer; returns it
+// and sets *stride (k padded to 32).
+const uint16_t* PackX(const float* x, int64_t m, int64_t x_stride, int64_t k, ThreadPool* pool,
+                      int64_t* stride) {
+  *stride = (k + 31) / 32 * 32;
+  std::vector<uint16_t>& buf = PackBuffer();
+  if (buf.size() < static_cast<size_t>(m * *stride)) buf.resize(m * *stride);
+  // The lambda captures one pointer, so std::function keeps it inline.
+  struct Pack {
+    const float* x;
+    int64_t x_stride, k, stride;
+    uint16_t* out;
+  } pk{x, x_stride, k, *stride, buf.data()};
+  auto pack = [p = &pk](int64_t r0, int64_t r1) {
+    internal::PackBf16Avx512Bf16(p->x, p->x_stride, r0, r1, p->k, p->out, p->stride, p->stride);
+  };
+  const int64_t pack_grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(k, 1));
+  if (pool != nullptr && m >= 2 * pack_grain) {
+    pool->ParallelFor(m, pack_grain, pack);
+  } else {
+    pack(0, m);
+  }
+  return buf.data();
+}
+
 }  // namespace
 
 void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, const float* bias,
@@ -310,37 +351,9 @@ void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, con
     int64_t n = 0;
     int64_t m_blocks = 1;  // when rows of x are split too
     int64_t block_rows = 0;
-  } job{a, internal::GemmScalar, n};
-  switch (internal::CurrentIsa()) {
-    case Isa::kScalar:
-      break;
-    case Isa::kAvx2:
-      job.kernel = internal::GemmAvx2;
-      break;
-    case Isa::kAvx512:
-      job.kernel = internal::GemmAvx512;
-      break;
-    case Isa::kAvx512Bf16:
-      job.kernel = w.dtype == DType::kBF16 ? internal::GemmAvx512Bf16 : internal::GemmAvx512;
-      break;
-  }
-
+  } job{a, KernelFor(w.dtype), n};
   if (job.kernel == internal::GemmAvx512Bf16) {
-    const int64_t padded_k = (k + 31) / 32 * 32;
-    std::vector<uint16_t>& buf = PackBuffer();
-    if (buf.size() < static_cast<size_t>(m * padded_k)) buf.resize(m * padded_k);
-    job.a.xb = buf.data();
-    job.a.xb_stride = padded_k;
-    auto pack = [j = &job](int64_t r0, int64_t r1) {
-      internal::PackBf16Avx512Bf16(j->a.x, j->a.x_stride, r0, r1, j->a.k,
-                                   const_cast<uint16_t*>(j->a.xb), j->a.xb_stride, j->a.xb_stride);
-    };
-    const int64_t pack_grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(k, 1));
-    if (pool != nullptr && m >= 2 * pack_grain) {
-      pool->ParallelFor(m, pack_grain, pack);
-    } else {
-      pack(0, m);
-    }
+    job.a.xb = PackX(x, m, x_stride, k, pool, &job.a.xb_stride);
   }
 
   const int64_t units = (n + kUnitRows - 1) / kUnitRows;
@@ -402,49 +415,16 @@ void MatMulShared(const float* x, int64_t m, int64_t x_stride,
   }
   BATON_CHECK(x != nullptr);
 
-  void (*kernel)(const GemmArgs&, int64_t, int64_t) = internal::GemmScalar;
-  switch (internal::CurrentIsa()) {
-    case Isa::kScalar:
-      break;
-    case Isa::kAvx2:
-      kernel = internal::GemmAvx2;
-      break;
-    case Isa::kAvx512:
-      kernel = internal::GemmAvx512;
-      break;
-    case Isa::kAvx512Bf16:
-      kernel = dtype == DType::kBF16 ? internal::GemmAvx512Bf16 : internal::GemmAvx512;
-      break;
-  }
+  const GemmKernel kernel = KernelFor(dtype);
   const uint16_t* xb = nullptr;
   int64_t xb_stride = 0;
-  if (kernel == internal::GemmAvx512Bf16) {
-    xb_stride = (k + 31) / 32 * 32;
-    std::vector<uint16_t>& buf = PackBuffer();
-    if (buf.size() < static_cast<size_t>(m * xb_stride)) buf.resize(m * xb_stride);
-    xb = buf.data();
-    struct Pack {
-      const float* x;
-      int64_t x_stride, k, xb_stride;
-      uint16_t* out;
-    } pk{x, x_stride, k, xb_stride, buf.data()};
-    auto pack = [p = &pk](int64_t r0, int64_t r1) {
-      internal::PackBf16Avx512Bf16(p->x, p->x_stride, r0, r1, p->k, p->out, p->xb_stride,
-                                   p->xb_stride);
-    };
-    const int64_t pack_grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(k, 1));
-    if (m >= 2 * pack_grain) {
-      pool->ParallelFor(m, pack_grain, pack);
-    } else {
-      pack(0, m);
-    }
-  }
+  if (kernel == internal::GemmAvx512Bf16) xb = PackX(x, m, x_stride, k, pool, &xb_stride);
 
   struct Fused {
     GemmArgs a[4];
     int64_t first_unit[5] = {0, 0, 0, 0, 0};
     int count = 0;
-    void (*kernel)(const GemmArgs&, int64_t, int64_t) = nullptr;
+    GemmKernel kernel = nullptr;
   } f;
   f.kernel = kernel;
   f.count = static_cast<int>(targets.size());
