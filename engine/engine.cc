@@ -181,13 +181,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
         prompt_len, " tokens, which leaves no room to generate. Shorten the prompt."));
   }
   const int64_t max_len = prompt_len + std::min(request.params.max_tokens, context - prompt_len);
-  const int64_t pages = (max_len + options_.block_size - 1) / options_.block_size;
-  if (pages > pool_->num_blocks()) {
-    return absl::InvalidArgumentError(
-        StrCat("prompt plus max_tokens is ", max_len, " tokens, which needs ", pages,
-               " KV pages of ", options_.block_size, " tokens, but the KV cache has only ",
-               pool_->num_blocks(), " pages; lower max_tokens or give the KV cache more memory"));
-  }
+  BATON_RETURN_IF_ERROR(scheduler_->CheckFits(prompt_len, max_len));
 
   auto live = std::make_unique<Live>();
   live->arrival = Clock::now();
@@ -214,9 +208,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return absl::UnavailableError("the engine is shutting down");
     if (stats_.waiting + queued_ >= options_.max_waiting) {
-      return absl::ResourceExhaustedError(
-          StrCat("the queue is full (", options_.max_waiting,
-                 " waiting requests, the max_waiting limit); retry later"));
+      return QueueFullError(options_.max_waiting);
     }
     seq->id = next_seq_id_++;
     if (request.id.empty()) request.id = StrCat("req-", seq->id);

@@ -46,30 +46,37 @@ bool Scheduler::Before(const Sequence* a, const Sequence* b) {
   return a->arrival < b->arrival;
 }
 
-absl::Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
-  BATON_CHECK(seq != nullptr && !all_.contains(seq->id));
-  if (seq->prompt_len < 1 || seq->max_len <= seq->prompt_len) {
+absl::Status QueueFullError(int64_t max_waiting) {
+  return absl::ResourceExhaustedError(StrCat("the queue is full (", max_waiting,
+                                             " waiting requests, the max_waiting limit); retry "
+                                             "later"));
+}
+
+absl::Status Scheduler::CheckFits(int64_t prompt_len, int64_t max_len) const {
+  if (prompt_len < 1 || max_len <= prompt_len) {
     return absl::InvalidArgumentError(
         StrCat("a sequence needs at least one prompt token and room for one more; it has ",
-               seq->prompt_len, " prompt tokens and may reach ", seq->max_len));
+               prompt_len, " prompt tokens and may reach ", max_len));
   }
-  if (seq->max_len > config_.max_model_len) {
+  if (max_len > config_.max_model_len) {
     return absl::InvalidArgumentError(
-        StrCat("prompt plus max_tokens is ", seq->max_len, " tokens, more than max_model_len (",
+        StrCat("prompt plus max_tokens is ", max_len, " tokens, more than max_model_len (",
                config_.max_model_len, "); lower max_tokens or shorten the prompt"));
   }
-  const int64_t pages = BlocksFor(seq->max_len);
+  const int64_t pages = BlocksFor(max_len);
   if (pages > blocks_->num_blocks()) {
     return absl::InvalidArgumentError(
-        StrCat("prompt plus max_tokens is ", seq->max_len, " tokens, which needs ", pages,
+        StrCat("prompt plus max_tokens is ", max_len, " tokens, which needs ", pages,
                " KV pages of ", config_.block_size, " tokens, but the KV cache has only ",
                blocks_->num_blocks(), " pages; lower max_tokens or give the KV cache more memory"));
   }
-  if (num_waiting() >= config_.max_waiting) {
-    return absl::ResourceExhaustedError(
-        StrCat("the queue is full (", config_.max_waiting,
-               " waiting requests, the max_waiting limit); retry later"));
-  }
+  return absl::OkStatus();
+}
+
+absl::Status Scheduler::Add(std::unique_ptr<Sequence> seq) {
+  BATON_CHECK(seq != nullptr && !all_.contains(seq->id));
+  if (absl::Status fits = CheckFits(seq->prompt_len, seq->max_len); !fits.ok()) return fits;
+  if (num_waiting() >= config_.max_waiting) return QueueFullError(config_.max_waiting);
   seq->arrival = next_arrival_++;
   seq->state = SequenceState::kWaiting;
   Sequence* raw = seq.get();

@@ -19,7 +19,6 @@
 #pragma once
 
 #include <cstdint>
-#include <list>
 #include <memory>
 #include <optional>
 #include <string>
@@ -40,6 +39,9 @@ struct SchedulerConfig {
   int64_t max_prefill_chunk = 512;    // prompt tokens per sequence per step
   int64_t max_model_len = 0;          // prompt + output tokens per sequence
 };
+
+// The overload error for a full queue (RESOURCE_EXHAUSTED, naming max_waiting).
+absl::Status QueueFullError(int64_t max_waiting);
 
 // InvalidArgument naming the field, for a config the scheduler cannot work with.
 absl::Status ValidateSchedulerConfig(const SchedulerConfig& config);
@@ -86,6 +88,11 @@ class Scheduler {
   // InvalidArgument when max_len exceeds max_model_len or it could never fit the page
   // pool even alone. On error nothing is kept.
   absl::Status Add(std::unique_ptr<Sequence> seq);
+
+  // Add's checks that do not depend on the queue: InvalidArgument when the sequence
+  // exceeds max_model_len or could never fit the page pool alone. Reads only what is
+  // fixed at construction, so any thread may call it.
+  absl::Status CheckFits(int64_t prompt_len, int64_t max_len) const;
 
   StepPlan Schedule();
 

@@ -1,5 +1,7 @@
 #include "worker/worker_service.h"
 
+#include <algorithm>
+#include <chrono>
 #include <condition_variable>
 #include <deque>
 #include <mutex>
