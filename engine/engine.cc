@@ -8,8 +8,8 @@
 #include "common/check.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "engine/stop_strings.h"
 #include "tokenizer/detokenizer.h"
+#include "tokenizer/stop_strings.h"
 
 namespace baton::engine {
 namespace {
@@ -44,7 +44,7 @@ struct Engine::Live {
   std::unique_ptr<SequenceSampler> sampler;
   std::unique_ptr<StopChecker> stop;
   std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
-  std::unique_ptr<StopStringMatcher> stops;
+  std::unique_ptr<tokenizer::StopStringMatcher> stops;
   Clock::time_point arrival, first_scheduled, first_token;
   bool scheduled = false;
   int64_t generated = 0;
@@ -198,8 +198,8 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
       std::make_unique<StopChecker>(request.params, model_->eos_token_ids, context - prompt_len);
   if (request.detokenize) {
     live->detok = std::make_unique<tokenizer::IncrementalDetokenizer>(model_->tokenizer.tokenizer);
-    live->stops = std::make_unique<StopStringMatcher>(request.params.stop,
-                                                      request.params.include_stop_str_in_output);
+    live->stops = std::make_unique<tokenizer::StopStringMatcher>(
+        request.params.stop, request.params.include_stop_str_in_output);
   }
   seq->tokens = std::move(request.prompt_ids);
 
@@ -411,7 +411,7 @@ void Engine::Step() {
           absl::StatusOr<std::string> d = live->detok->Add(token);
           if (d.ok()) delta = std::move(*d);
         }
-        StopStringMatcher::Result m = live->stops->Add(delta);
+        tokenizer::StopStringMatcher::Result m = live->stops->Add(delta);
         e.text = std::move(m.emit);
         if (m.stopped) {
           finished = true;
@@ -420,7 +420,7 @@ void Engine::Step() {
         }
       }
       if (finished && !live->stops->stopped()) {
-        StopStringMatcher::Result tail = live->stops->Add(live->detok->Finish());
+        tokenizer::StopStringMatcher::Result tail = live->stops->Add(live->detok->Finish());
         e.text += tail.emit;
         if (tail.stopped) {
           e.finish_reason = FinishReason::kStop;
@@ -435,6 +435,14 @@ void Engine::Step() {
       End(id, std::move(e));
     } else {
       e.seconds_since_arrival = Seconds(live->arrival, after);
+      if (live->generated == 1) {
+        // A client that stops the request itself (a router matching stop strings) still
+        // learns how much of the prompt the prefix cache served.
+        e.usage.prompt_tokens = plan.items[i].seq->prompt_len;
+        e.usage.cached_tokens = plan.items[i].seq->cached_prompt_tokens;
+        e.timings.queue_seconds = Seconds(live->arrival, live->first_scheduled);
+        e.timings.time_to_first_token_seconds = Seconds(live->arrival, live->first_token);
+      }
       live->stream->Push(std::move(e));
     }
   }

@@ -85,6 +85,8 @@ struct TokenEvent {
   FinishReason finish_reason = FinishReason::kNone;
   std::string stop_reason;  // the stop string, or the stop token id; else empty
   absl::Status status;      // Cancelled, or the error that ended the request
+  // On the final event; the first token's event also has the prompt and cached counts and
+  // the queue and first-token times.
   Usage usage;
   RequestTimings timings;
 };
@@ -151,6 +153,8 @@ class Engine {
   absl::Status ResetPrefixCache();
 
   int64_t num_kv_pages() const { return pool_->num_blocks(); }
+  const LoadedModel& model() const { return *model_; }
+  const EngineOptions& options() const { return options_; }
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
   // Blocks until no request is queued or running (for tests and benchmarks).
   void WaitIdle();

@@ -9,8 +9,8 @@
 #include "engine/kv_pool.h"
 #include "engine/model_runner.h"
 #include "engine/stop_conditions.h"
-#include "engine/stop_strings.h"
 #include "tokenizer/detokenizer.h"
+#include "tokenizer/stop_strings.h"
 
 namespace baton::engine {
 namespace {
@@ -54,7 +54,7 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
   const StopChecker stop_tokens(params, loaded.eos_token_ids, context - prompt_len);
   SequenceSampler sampler(params, prompt_ids, params.seed.value_or(RandomSeed()));
   tokenizer::IncrementalDetokenizer detok(loaded.tokenizer.tokenizer);
-  StopStringMatcher stops(params.stop, params.include_stop_str_in_output);
+  tokenizer::StopStringMatcher stops(params.stop, params.include_stop_str_in_output);
 
   GenerateResult result;
   result.prompt_ids = prompt_ids;
@@ -108,7 +108,7 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
       if (loaded.tokenizer.tokenizer->IsValid(token.id)) {
         BATON_ASSIGN_OR_RETURN(delta, detok.Add(token.id));
       }
-      StopStringMatcher::Result matched = stops.Add(delta);
+      tokenizer::StopStringMatcher::Result matched = stops.Add(delta);
       emit(matched.emit);
       if (matched.stopped) {
         result.finish_reason = "stop";
@@ -128,7 +128,7 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
   }
   if (!stops.stopped()) {
     // The end of the text: bytes the detokenizer or the stop matcher held back.
-    StopStringMatcher::Result tail = stops.Add(detok.Finish());
+    tokenizer::StopStringMatcher::Result tail = stops.Add(detok.Finish());
     emit(tail.emit);
     if (tail.stopped) {
       result.finish_reason = "stop";

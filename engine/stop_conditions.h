@@ -1,6 +1,6 @@
 // Token-level stop conditions: EOS, stop_token_ids and max_tokens, with OpenAI's
 // finish_reason semantics ("stop" for EOS, a stop token or a stop string; "length" for
-// max_tokens or a full context). Stop strings are StopStringMatcher's (engine/stop_strings.h).
+// max_tokens or a full context). Stop strings are StopStringMatcher's (tokenizer/stop_strings.h).
 //
 //   StopChecker stop(params, model_eos_ids, max_model_len - prompt_len);
 //   StopDecision d = stop.Check(token, num_output_tokens_including_it);

@@ -8,6 +8,7 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "engine/block_hash.h"
 #include "worker/kv_event_proto.h"
 
 namespace baton::worker {
@@ -36,6 +37,12 @@ void ToProto(const engine::TokenEvent& e, pb::GenerateResponse* out) {
     }
   }
   out->set_seconds_since_arrival(e.seconds_since_arrival);
+  if (e.usage.prompt_tokens > 0) {  // the first event, and the last
+    out->mutable_usage()->set_prompt_tokens(e.usage.prompt_tokens);
+    out->mutable_usage()->set_cached_tokens(e.usage.cached_tokens);
+    out->mutable_timings()->set_queue_seconds(e.timings.queue_seconds);
+    out->mutable_timings()->set_time_to_first_token_seconds(e.timings.time_to_first_token_seconds);
+  }
   if (!e.finished) return;
   out->set_finished(true);
   out->set_finish_reason(std::string(engine::FinishReasonName(e.finish_reason)));
@@ -149,6 +156,20 @@ class WorkerService::WorkerImpl final : public pb::Worker::Service {
     out->set_requests_cancelled(s.requests_cancelled);
     out->set_requests_failed(s.requests_failed);
     out->set_generated_tokens(s.generated_tokens);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetModelInfo(grpc::ServerContext*, const pb::GetModelInfoRequest*,
+                            pb::GetModelInfoResponse* out) override {
+    const engine::LoadedModel& m = engine_->model();
+    const model::ModelConfig& config = m.model->config();
+    out->set_model_id(engine_->options().model_id.empty() ? m.name : engine_->options().model_id);
+    out->set_architecture(config.architecture);
+    out->set_max_model_len(engine_->scheduler_config().max_model_len);
+    out->set_vocab_size(static_cast<int32_t>(config.vocab_size));
+    out->set_block_size(engine_->options().block_size);
+    out->mutable_eos_token_ids()->Add(m.eos_token_ids.begin(), m.eos_token_ids.end());
+    out->set_block_hash_spec_version(engine::kBlockHashSpecVersion);
     return grpc::Status::OK;
   }
 

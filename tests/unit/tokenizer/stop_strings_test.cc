@@ -1,6 +1,6 @@
 // Stop strings over streamed text: the result never depends on how the text was split,
 // and no byte of a stop string (unless asked) or after it ever reaches the output.
-#include "engine/stop_strings.h"
+#include "tokenizer/stop_strings.h"
 
 #include <string>
 #include <vector>
@@ -8,7 +8,7 @@
 #include "common/utf8.h"
 #include "gtest/gtest.h"
 
-namespace baton::engine {
+namespace baton::tokenizer {
 namespace {
 
 struct Outcome {
@@ -187,4 +187,4 @@ TEST(StopStringsTest, EverySplitAgreesWithTheWholeText) {
 }
 
 }  // namespace
-}  // namespace baton::engine
+}  // namespace baton::tokenizer

@@ -18,7 +18,7 @@
 #include <string_view>
 #include <vector>
 
-namespace baton::engine {
+namespace baton::tokenizer {
 
 class StopStringMatcher {
  public:
@@ -51,4 +51,4 @@ class StopStringMatcher {
   std::string held_;  // never contains a whole stop string
 };
 
-}  // namespace baton::engine
+}  // namespace baton::tokenizer

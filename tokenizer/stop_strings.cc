@@ -1,9 +1,9 @@
-#include "engine/stop_strings.h"
+#include "tokenizer/stop_strings.h"
 
 #include <algorithm>
 #include <utility>
 
-namespace baton::engine {
+namespace baton::tokenizer {
 
 StopStringMatcher::StopStringMatcher(std::vector<std::string> stops, bool include_stop_in_output)
     : include_stop_(include_stop_in_output) {
@@ -73,4 +73,4 @@ std::string StopStringMatcher::Flush() {
   return std::exchange(held_, {});
 }
 
-}  // namespace baton::engine
+}  // namespace baton::tokenizer
