@@ -1,0 +1,63 @@
+// Turns "is the client still there?" polls into a one-shot callback, for work that cannot
+// block on the client itself: an HTTP handler waiting for tokens (HttpResponder::PeerClosed)
+// or a gRPC call (ServerContext::IsCancelled) that must cancel its engine request.
+//
+//   CancelWatcher watcher;  // one per server
+//   uint64_t id = watcher.Watch([&out] { return out.PeerClosed(); },
+//                               [&engine, rid] { engine.Cancel(rid); });
+//   ... stream tokens ...
+//   watcher.Unwatch(id);  // before `out` and `engine` go away
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+
+#include "absl/container/flat_hash_map.h"
+#include "absl/time/time.h"
+
+namespace baton::service {
+
+class CancelWatcher {
+ public:
+  explicit CancelWatcher(absl::Duration poll_interval = absl::Milliseconds(10));
+  ~CancelWatcher();  // stops the thread; callbacks still registered are never called
+  CancelWatcher(const CancelWatcher&) = delete;
+  CancelWatcher& operator=(const CancelWatcher&) = delete;
+
+  // Every poll_interval the watcher's thread calls `gone`; the first time it returns true it
+  // calls `on_gone` once and forgets the entry. Both run on the watcher's thread, so they
+  // should be quick; they may call Watch and Unwatch.
+  uint64_t Watch(std::function<bool()> gone, std::function<void()> on_gone);
+
+  // Forgets `id`. When it returns, neither function of the entry is running or will run
+  // (except when called from one of them, on the watcher's thread). Unknown ids are ignored.
+  void Unwatch(uint64_t id);
+
+  size_t size() const;  // entries being watched
+
+ private:
+  struct Entry {
+    std::function<bool()> gone;
+    std::function<void()> on_gone;
+  };
+
+  void Run();
+
+  const absl::Duration poll_interval_;
+  // std::mutex rather than absl::Mutex: Debian's Abseil is not built for TSan, which would
+  // then not see the locking.
+  mutable std::mutex mu_;
+  std::condition_variable changed_;  // running_ or stop_ changed
+  // All guarded by mu_.
+  absl::flat_hash_map<uint64_t, std::shared_ptr<Entry>> entries_;
+  uint64_t next_id_ = 1;
+  uint64_t running_ = 0;  // id whose functions are executing, 0: none
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace baton::service

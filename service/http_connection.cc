@@ -1,0 +1,353 @@
+#include "service/http_connection.h"
+
+#include <poll.h>
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <exception>
+#include <string>
+
+#include "boost/asio/buffer.hpp"
+#include "boost/asio/write.hpp"
+#include "boost/beast/core/flat_buffer.hpp"
+#include "boost/beast/core/string.hpp"
+#include "boost/beast/http/empty_body.hpp"
+#include "boost/beast/http/error.hpp"
+#include "boost/beast/http/read.hpp"
+#include "boost/beast/http/serializer.hpp"
+#include "boost/beast/http/write.hpp"
+#include "common/strings.h"
+#include "service/http_error.h"
+#include "service/request_parser.h"
+#include "service/socket_stream.h"
+
+namespace baton::service::http_internal {
+namespace {
+
+namespace beast = boost::beast;
+namespace http = boost::beast::http;
+namespace net = boost::asio;
+using Clock = SocketStream::Clock;
+using std::chrono::milliseconds;
+
+// How long a connection closed mid-request (after an error response) waits for the peer to
+// stop sending; after a whole request there is nothing more to wait for.
+constexpr milliseconds kLinger(2000);
+// How long a connection over the limit may take to send its request head before the 503.
+constexpr milliseconds kRejectReadTimeout(1000);
+
+beast::string_view Bsv(std::string_view s) { return beast::string_view(s.data(), s.size()); }
+
+bool IsTokenChar(char c) {
+  if ((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9')) return true;
+  return std::string_view("!#$%&'*+-.^_`|~").find(c) != std::string_view::npos;
+}
+
+bool IsHeaderName(std::string_view s) {
+  return !s.empty() && std::all_of(s.begin(), s.end(), IsTokenChar);
+}
+
+bool IsHeaderValue(std::string_view s) {
+  return s.find_first_of(std::string_view("\r\n\0", 3)) == std::string_view::npos;
+}
+
+// Framing headers are the server's: a handler's copy could contradict the bytes it writes.
+bool IsFramingHeader(std::string_view name) {
+  return beast::iequals(Bsv(name), "content-length") ||
+         beast::iequals(Bsv(name), "transfer-encoding") || beast::iequals(Bsv(name), "connection");
+}
+
+template <class Fields>
+void SetHeaders(Fields& fields, std::string_view content_type, const HttpHeaders& headers) {
+  fields.set(http::field::server, "baton");
+  if (!content_type.empty() && IsHeaderValue(content_type)) {
+    fields.set(http::field::content_type, Bsv(content_type));
+  }
+  for (const auto& [name, value] : headers) {
+    if (IsHeaderName(name) && IsHeaderValue(value) && !IsFramingHeader(name)) {
+      fields.insert(Bsv(name), Bsv(value));
+    }
+  }
+}
+
+bool IsValidStatus(int status) { return status >= 200 && status <= 599; }
+
+class ConnectionResponder final : public HttpResponder {
+ public:
+  ConnectionResponder(SocketStream& stream, unsigned version, bool keep_alive, bool head,
+                      const std::atomic<bool>& stopping)
+      : stream_(stream),
+        version_(version),
+        keep_alive_(keep_alive),
+        head_(head),
+        stopping_(stopping) {}
+
+  bool Send(int status, std::string_view content_type, std::string body,
+            const HttpHeaders& headers) override {
+    if (state_ != State::kNone || failed_.load() || !IsValidStatus(status)) return false;
+    state_ = State::kSent;
+    try {
+      http::response<http::string_body> res;
+      res.version(version_);
+      res.result(static_cast<unsigned>(status));
+      SetHeaders(res, content_type, headers);
+      keep_alive_ = keep_alive_ && !stopping_.load();  // a draining server says so
+      res.keep_alive(keep_alive_);
+      if (status != 204 && status != 304) {
+        res.body() = std::move(body);
+        res.prepare_payload();
+      }
+      http::response_serializer<http::string_body> serializer(res);
+      beast::error_code ec;
+      if (head_) {
+        http::write_header(stream_, serializer, ec);
+      } else {
+        http::write(stream_, serializer, ec);
+      }
+      return ec ? Fail() : true;
+    } catch (const std::exception&) {
+      return Fail();
+    }
+  }
+
+  bool StartStream(int status, std::string_view content_type, const HttpHeaders& headers) override {
+    if (state_ != State::kNone || failed_.load() || !IsValidStatus(status)) return false;
+    state_ = State::kStreaming;
+    try {
+      http::response<http::empty_body> res;
+      res.version(version_);
+      res.result(static_cast<unsigned>(status));
+      SetHeaders(res, content_type, headers);
+      if (version_ >= 11) {
+        chunked_ = true;
+        res.chunked(true);
+      } else {
+        // HTTP/1.0 has no chunked encoding: the end of the body is the end of the connection.
+        keep_alive_ = false;
+      }
+      keep_alive_ = keep_alive_ && !stopping_.load();
+      res.keep_alive(keep_alive_);
+      http::response_serializer<http::empty_body> serializer(res);
+      beast::error_code ec;
+      http::write_header(stream_, serializer, ec);
+      return ec ? Fail() : true;
+    } catch (const std::exception&) {
+      return Fail();
+    }
+  }
+
+  bool WriteChunk(std::string_view data) override {
+    if (state_ != State::kStreaming || failed_.load()) return false;
+    // An empty chunk would read as the end of the body.
+    if (data.empty() || head_) return true;
+    beast::error_code ec;
+    if (chunked_) {
+      char size_line[24];
+      int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
+      std::array<net::const_buffer, 3> buffers = {net::const_buffer(size_line, n),
+                                                  net::buffer(data.data(), data.size()),
+                                                  net::const_buffer("\r\n", 2)};
+      net::write(stream_, buffers, ec);
+    } else {
+      net::write(stream_, net::buffer(data.data(), data.size()), ec);
+    }
+    return ec ? Fail() : true;
+  }
+
+  bool EndStream() override {
+    if (state_ != State::kStreaming || failed_.load()) return false;
+    state_ = State::kEnded;
+    if (!chunked_ || head_) return true;
+    beast::error_code ec;
+    net::write(stream_, net::const_buffer("0\r\n\r\n", 5), ec);
+    return ec ? Fail() : true;
+  }
+
+  bool PeerClosed() override {
+    if (failed_.load()) return true;
+    int revents = PollOne(stream_.fd(), POLLRDHUP, 0);
+    return revents < 0 || (revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+  }
+
+  bool responded() const { return state_ != State::kNone; }
+  // Whether the connection may carry another request after this response.
+  bool reusable() const {
+    return keep_alive_ && !failed_.load() && (state_ == State::kSent || state_ == State::kEnded);
+  }
+
+ private:
+  enum class State { kNone, kSent, kStreaming, kEnded };
+
+  bool Fail() {
+    failed_.store(true);
+    return false;
+  }
+
+  SocketStream& stream_;
+  const unsigned version_;
+  bool keep_alive_;
+  const bool head_;
+  const std::atomic<bool>& stopping_;
+  bool chunked_ = false;
+  State state_ = State::kNone;
+  std::atomic<bool> failed_{false};  // read by PeerClosed() on other threads
+};
+
+// A response the server writes itself, after which it closes the connection.
+void SendErrorAndClose(SocketStream& stream, int status, std::string_view message,
+                       std::string_view type, const HttpHeaders& headers = {}) {
+  try {
+    http::response<http::string_body> res;
+    res.version(11);
+    res.result(static_cast<unsigned>(status));
+    SetHeaders(res, "application/json", headers);
+    res.keep_alive(false);
+    res.body() = OpenAiErrorJson(message, type);
+    res.prepare_payload();
+    beast::error_code ec;
+    http::write(stream, res, ec);
+  } catch (const std::exception&) {
+    // Nothing more to tell a client we cannot write to.
+  }
+  stream.ShutdownAndDrain(kLinger);
+}
+
+bool IsQuietReadError(const beast::error_code& ec) {
+  // The client went away before or while sending a request: there is no one to answer.
+  return ec == http::error::end_of_stream || ec == http::error::partial_message ||
+         ec.category() != http::make_error_code(http::error::end_of_stream).category();
+}
+
+void AnswerReadError(SocketStream& stream, const beast::error_code& ec, bool got_bytes,
+                     const HttpServerOptions& options) {
+  if (ec == beast::error::timeout) {
+    if (got_bytes) {
+      SendErrorAndClose(stream, 408,
+                        StrCat("the request was not received within the read timeout of ",
+                               options.read_timeout_ms, " ms"),
+                        "invalid_request_error");
+    }
+    return;
+  }
+  if (IsQuietReadError(ec)) return;
+  int status = ec == http::error::header_limit ? 431 : ec == http::error::body_limit ? 413 : 400;
+  const absl::Status error = ParseErrorStatus(ec, options);
+  SendErrorAndClose(stream, status,
+                    std::string_view(error.message().data(), error.message().size()),
+                    "invalid_request_error");
+}
+
+std::string RemoteAddress(const net::ip::tcp::socket& socket) {
+  beast::error_code ec;
+  auto endpoint = socket.remote_endpoint(ec);
+  if (ec) return "";
+  auto address = endpoint.address();
+  if (address.is_v6() && address.to_v6().is_v4_mapped()) {
+    address = net::ip::make_address_v4(net::ip::v4_mapped, address.to_v6());
+  }
+  std::string host = address.to_string(ec);
+  if (ec) return "";
+  return address.is_v6() ? StrCat("[", host, "]:", endpoint.port())
+                         : StrCat(host, ":", endpoint.port());
+}
+
+void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& options,
+               const HttpHandler& handler, const std::atomic<bool>& stopping) {
+  const std::string remote = RemoteAddress(conn.socket);
+  beast::flat_buffer buffer;  // keeps pipelined bytes from one request to the next
+  for (;;) {
+    if (buffer.size() == 0) {
+      // Shutdown sets `stopping` and then closes idle connections; checking it after
+      // publishing kIdle means one of the two sides always sees the other.
+      conn.phase.store(Connection::Phase::kIdle);
+      if (stopping.load()) return;
+      if (!stream.WaitReadable(Clock::now() + milliseconds(options.idle_timeout_ms))) return;
+    }
+    conn.phase.store(Connection::Phase::kBusy);
+    stream.set_read_deadline(Clock::now() + milliseconds(options.read_timeout_ms));
+
+    RequestParser parser;
+    ConfigureParser(parser, options);
+    beast::error_code ec;
+    // read_header stops right after the header, so this measures exactly its bytes.
+    const size_t unparsed_before = buffer.size();
+    const size_t read_before = stream.bytes_read();
+    http::read_header(stream, buffer, parser, ec);
+    if (!ec && HeaderTooLarge(unparsed_before + (stream.bytes_read() - read_before) - buffer.size(),
+                              options)) {
+      ec = http::error::header_limit;
+    }
+    if (!ec && !parser.is_done()) {
+      const auto& header = parser.get();
+      if (header.version() >= 11 && beast::iequals(header[http::field::expect], "100-continue")) {
+        constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+        net::write(stream, net::const_buffer(kContinue.data(), kContinue.size()), ec);
+        if (ec) return;
+      }
+      http::read(stream, buffer, parser, ec);
+    }
+    if (ec) {
+      AnswerReadError(stream, ec, parser.got_some() || buffer.size() > 0, options);
+      return;
+    }
+
+    auto message = parser.release();
+    const bool keep_alive = message.keep_alive();
+    const bool head = message.method() == http::verb::head;
+    const unsigned version = message.version();
+    HttpRequest request = ToHttpRequest(std::move(message));
+    request.remote = remote;
+    ConnectionResponder responder(stream, version, keep_alive, head, stopping);
+    try {
+      handler(request, responder);
+    } catch (...) {
+      // Falls through: a 500 if nothing was sent, else the connection is cut.
+    }
+    if (!responder.responded()) {
+      responder.Send(500, "application/json",
+                     OpenAiErrorJson("the server failed to produce a response", "server_error"),
+                     {});
+    }
+    if (!responder.reusable()) {
+      stream.ShutdownAndDrain(milliseconds(0));
+      return;
+    }
+  }
+}
+
+}  // namespace
+
+void ServeConnection(Connection& conn, const HttpServerOptions& options, const HttpHandler& handler,
+                     const std::atomic<bool>& stopping) {
+  try {
+    SocketStream stream(conn.socket, milliseconds(options.write_timeout_ms));
+    ServeLoop(conn, stream, options, handler, stopping);
+  } catch (...) {
+    // Only allocation failure gets here; the caller closes the connection.
+  }
+}
+
+void RejectConnection(Connection& conn, const HttpServerOptions& options) {
+  try {
+    SocketStream stream(conn.socket, kRejectReadTimeout);
+    // Reading the request head first keeps the 503 from racing the client's request.
+    auto deadline =
+        Clock::now() + std::min(kRejectReadTimeout, milliseconds(options.read_timeout_ms));
+    stream.set_read_deadline(deadline);
+    if (stream.WaitReadable(deadline)) {
+      RequestParser parser;
+      ConfigureParser(parser, options);
+      beast::flat_buffer buffer;
+      beast::error_code ec;
+      http::read_header(stream, buffer, parser, ec);
+    }
+    SendErrorAndClose(stream, 503,
+                      StrCat("the server is at its limit of ", options.max_connections,
+                             " open connections; retry later"),
+                      "server_error", {{"Retry-After", "1"}});
+  } catch (...) {
+  }
+}
+
+}  // namespace baton::service::http_internal

@@ -1,0 +1,21 @@
+// Limits and timeouts of the HTTP server, shared by the server and by ParseHttpRequest so
+// that the fuzz target exercises exactly the limits the server enforces.
+#pragma once
+
+#include <cstddef>
+#include <string>
+
+namespace baton::service {
+
+struct HttpServerOptions {
+  std::string host = "127.0.0.1";
+  int port = 0;                        // 0: any free port (see HttpServer::port())
+  size_t max_body_bytes = 8 << 20;     // larger: 413
+  size_t max_header_bytes = 64 << 10;  // request line plus fields; larger: 431
+  int max_connections = 1024;          // more: 503 and close
+  int idle_timeout_ms = 60000;         // keep-alive connection with no request
+  int read_timeout_ms = 30000;         // time to receive a whole request; then 408
+  int write_timeout_ms = 30000;        // a write that makes no progress this long fails
+};
+
+}  // namespace baton::service

@@ -1,0 +1,68 @@
+#include "service/request_parser.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
+
+#include "boost/beast/http/error.hpp"
+#include "common/strings.h"
+
+namespace baton::service {
+
+namespace http = boost::beast::http;
+
+namespace http_internal {
+
+void ConfigureParser(RequestParser& parser, const HttpServerOptions& limits) {
+  // Beast counts the header limit in a uint32_t.
+  parser.header_limit(static_cast<std::uint32_t>(
+      std::min<size_t>(limits.max_header_bytes, std::numeric_limits<std::uint32_t>::max())));
+  parser.body_limit(static_cast<std::uint64_t>(limits.max_body_bytes));
+  // Parse the body as soon as the header is done, so that one put() can take a whole request.
+  parser.eager(true);
+}
+
+bool HeaderTooLarge(size_t header_bytes, const HttpServerOptions& limits) {
+  return header_bytes > limits.max_header_bytes;
+}
+
+HttpRequest ToHttpRequest(http::request<http::string_body>&& message) {
+  HttpRequest out;
+  auto method = message.method_string();
+  out.method.assign(method.data(), method.size());
+  auto target = message.target();
+  out.target.assign(target.data(), target.size());
+  out.path = out.target.substr(0, out.target.find('?'));
+  out.version = static_cast<int>(message.version());
+  for (const auto& field : message) {
+    auto name = field.name_string();
+    auto value = field.value();
+    std::string lower(name.data(), name.size());
+    std::transform(lower.begin(), lower.end(), lower.begin(), [](char c) {
+      return (c >= 'A' && c <= 'Z') ? static_cast<char>(c - 'A' + 'a') : c;
+    });
+    out.headers.emplace_back(std::move(lower), std::string(value.data(), value.size()));
+  }
+  out.body = std::move(message.body());
+  return out;
+}
+
+absl::Status ParseErrorStatus(const boost::system::error_code& ec,
+                              const HttpServerOptions& limits) {
+  if (ec == http::error::header_limit) {
+    return absl::ResourceExhaustedError(StrCat("request headers are larger than the limit of ",
+                                               limits.max_header_bytes,
+                                               " bytes; send fewer or shorter headers"));
+  }
+  if (ec == http::error::body_limit) {
+    return absl::ResourceExhaustedError(
+        StrCat("request body is larger than the limit of ", limits.max_body_bytes,
+               " bytes; send a smaller body or raise the limit with --max-body-bytes"));
+  }
+  return absl::InvalidArgumentError(StrCat("malformed HTTP request: ", ec.message()));
+}
+
+}  // namespace http_internal
+
+}  // namespace baton::service

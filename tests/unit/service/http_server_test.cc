@@ -1,0 +1,606 @@
+#include "service/http_server.h"
+
+#include <atomic>
+#include <chrono>
+#include <random>
+#include <string>
+#include <thread>
+
+#include "absl/synchronization/notification.h"
+#include "common/strings.h"
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "service/cancel_watcher.h"
+#include "tests/unit/service/http_test_client.h"
+
+namespace baton::service {
+namespace {
+
+using ::testing::HasSubstr;
+using ::testing::Not;
+using testing::Response;
+using testing::TestClient;
+using namespace std::chrono_literals;
+
+std::unique_ptr<HttpServer> StartServer(HttpHandler handler, HttpServerOptions options = {}) {
+  auto server = HttpServer::Start(std::move(options), std::move(handler));
+  EXPECT_TRUE(server.ok()) << server.status();
+  return server.ok() ? std::move(server).value() : nullptr;
+}
+
+std::string Field(const Response& r, std::string_view name) {
+  auto v = r[boost::beast::string_view(name.data(), name.size())];
+  return std::string(v.data(), v.size());
+}
+
+void Echo(const HttpRequest& req, HttpResponder& out) {
+  out.Send(200, "text/plain", StrCat(req.method, " ", req.target, " ", req.path, " ", req.body),
+           {{"X-Remote", req.remote}, {"X-Test", std::string(req.Header("x-test"))}});
+}
+
+// Waits until `cond` holds, for up to 5 s.
+template <class Cond>
+bool Eventually(Cond cond) {
+  auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (!cond()) {
+    if (std::chrono::steady_clock::now() > deadline) return false;
+    std::this_thread::sleep_for(5ms);
+  }
+  return true;
+}
+
+TEST(HttpServerTest, GetAndPostWithBody) {
+  auto server = StartServer(Echo);
+  ASSERT_NE(server, nullptr);
+  TestClient c(server->port());
+  ASSERT_TRUE(c.connected());
+  ASSERT_TRUE(c.Send("GET /v1/models?x=1 HTTP/1.1\r\nHost: a\r\nX-Test: hello\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(r->body(), "GET /v1/models?x=1 /v1/models ");
+  EXPECT_EQ(Field(*r, "Server"), "baton");
+  EXPECT_EQ(Field(*r, "Content-Type"), "text/plain");
+  EXPECT_EQ(Field(*r, "X-Test"), "hello");
+  EXPECT_THAT(Field(*r, "X-Remote"), HasSubstr("127.0.0.1:"));
+
+  ASSERT_TRUE(
+      c.Send("POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 11\r\n\r\nhello world"));
+  r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(r->body(), "POST /v1/completions /v1/completions hello world");
+}
+
+TEST(HttpServerTest, KeepAliveServesRequestsOnOneConnection) {
+  auto server = StartServer(Echo);
+  TestClient c(server->port());
+  std::string first_remote;
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.Send(StrCat("GET /", i, " HTTP/1.1\r\nHost: a\r\n\r\n")));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body(), StrCat("GET /", i, " /", i, " "));
+    EXPECT_TRUE(r->keep_alive());
+    if (i == 0) first_remote = Field(*r, "X-Remote");
+    EXPECT_EQ(Field(*r, "X-Remote"), first_remote);  // same client port: same connection
+  }
+  EXPECT_EQ(server->open_connections(), 1);
+}
+
+TEST(HttpServerTest, PipelinedRequestsAreAnsweredInOrder) {
+  auto server = StartServer(Echo);
+  TestClient c(server->port());
+  ASSERT_TRUE(
+      c.Send("GET /a HTTP/1.1\r\nHost: a\r\n\r\nPOST /b HTTP/1.1\r\nHost: a\r\n"
+             "Content-Length: 3\r\n\r\nxyzGET /c HTTP/1.1\r\nHost: a\r\n\r\n"));
+  for (std::string want : {"GET /a /a ", "POST /b /b xyz", "GET /c /c "}) {
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body(), want);
+  }
+}
+
+TEST(HttpServerTest, ConnectionCloseClosesAfterTheResponse) {
+  auto server = StartServer(Echo);
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\nConnection: close\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_FALSE(r->keep_alive());
+  EXPECT_TRUE(c.WaitClosed());
+}
+
+TEST(HttpServerTest, Http10ClosesUnlessKeepAliveIsAsked) {
+  auto server = StartServer(Echo);
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET /old HTTP/1.0\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->version(), 10u);
+  EXPECT_EQ(r->body(), "GET /old /old ");
+  EXPECT_TRUE(c.WaitClosed());
+
+  TestClient k(server->port());
+  ASSERT_TRUE(k.Send("GET /1 HTTP/1.0\r\nConnection: keep-alive\r\n\r\n"));
+  r = k.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_TRUE(r->keep_alive());
+  ASSERT_TRUE(k.Send("GET /2 HTTP/1.0\r\n\r\n"));
+  r = k.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "GET /2 /2 ");
+}
+
+TEST(HttpServerTest, ChunkedRequestBodyIsDechunked) {
+  auto server = StartServer(Echo);
+  TestClient c(server->port());
+  ASSERT_TRUE(
+      c.Send("POST /c HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n"
+             "5\r\nhello\r\n6;ext=1\r\n world\r\n0\r\nTrailer: x\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(r->body(), "POST /c /c hello world");
+}
+
+TEST(HttpServerTest, ExpectContinueGets100BeforeTheBody) {
+  auto server = StartServer(Echo);
+  TestClient c(server->port());
+  ASSERT_TRUE(
+      c.Send("POST /e HTTP/1.1\r\nHost: a\r\nContent-Length: 4\r\n"
+             "Expect: 100-continue\r\n\r\n"));
+  auto interim = c.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(interim);
+  EXPECT_THAT(*interim, HasSubstr("HTTP/1.1 100 Continue"));
+  ASSERT_TRUE(c.Send("body"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "POST /e /e body");
+}
+
+TEST(HttpServerTest, HeadGetsHeadersWithoutBody) {
+  auto server = StartServer(Echo);
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("HEAD /h HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto r = c.ReadResponse(TestClient::kTimeout, /*head_request=*/true);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(Field(*r, "Content-Length"), "11");  // of "HEAD /h /h "
+  ASSERT_TRUE(c.Send("GET /g HTTP/1.1\r\nHost: a\r\n\r\n"));
+  r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "GET /g /g ");  // no stray body bytes were sent for the HEAD
+}
+
+TEST(HttpServerTest, StreamedChunksArriveBeforeTheStreamEnds) {
+  absl::Notification release;
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    ASSERT_TRUE(out.StartStream(200, "text/event-stream", {{"Cache-Control", "no-cache"}}));
+    ASSERT_TRUE(out.WriteChunk("data: one\n\n"));
+    release.WaitForNotificationWithTimeout(absl::Seconds(5));
+    ASSERT_TRUE(out.WriteChunk("data: two\n\n"));
+    ASSERT_TRUE(out.EndStream());
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET /stream HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto head_and_first = c.ReadUntil("data: one\n\n");
+  ASSERT_TRUE(head_and_first) << "the first event must arrive while the handler still runs";
+  EXPECT_THAT(*head_and_first, HasSubstr("Transfer-Encoding: chunked"));
+  EXPECT_THAT(*head_and_first, HasSubstr("Content-Type: text/event-stream"));
+  EXPECT_THAT(*head_and_first, HasSubstr("Server: baton"));
+  release.Notify();
+  auto rest = c.ReadUntil("0\r\n\r\n");
+  ASSERT_TRUE(rest);
+  EXPECT_THAT(*rest, HasSubstr("data: two\n\n"));
+
+  // The connection carries the next request; parsed whole, the stream is both events.
+  ASSERT_TRUE(c.Send("GET /stream HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "data: one\n\ndata: two\n\n");
+}
+
+TEST(HttpServerTest, StreamToHttp10ClientIsCloseDelimited) {
+  auto server = StartServer([](const HttpRequest&, HttpResponder& out) {
+    out.StartStream(200, "text/event-stream");
+    out.WriteChunk("a");
+    out.WriteChunk("b");
+    out.EndStream();
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.0\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "ab");
+  EXPECT_EQ(Field(*r, "Transfer-Encoding"), "");
+}
+
+// The JSON error envelope of OpenAI, with `needle` in the message.
+void ExpectErrorEnvelope(const Response& r, std::string_view needle) {
+  EXPECT_EQ(Field(r, "Content-Type"), "application/json");
+  EXPECT_THAT(r.body(), HasSubstr(R"({"error":{"message":")"));
+  EXPECT_THAT(r.body(), HasSubstr(R"(,"param":null,"code":null}})"));
+  EXPECT_THAT(r.body(), HasSubstr(needle));
+  EXPECT_FALSE(r.keep_alive());
+}
+
+TEST(HttpServerTest, BodyOverLimitGets413WithoutCallingTheHandler) {
+  std::atomic<int> calls{0};
+  HttpServerOptions options;
+  options.max_body_bytes = 1024;
+  auto server = StartServer(
+      [&](const HttpRequest& r, HttpResponder& out) {
+        ++calls;
+        Echo(r, out);
+      },
+      options);
+  {
+    TestClient c(server->port());
+    ASSERT_TRUE(
+        c.Send(StrCat("POST /v1/completions HTTP/1.1\r\nHost: a\r\nContent-Length: 2048\r\n\r\n",
+                      std::string(2048, 'x'))));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 413);
+    ExpectErrorEnvelope(*r, "1024 bytes");
+    EXPECT_THAT(r->body(), HasSubstr("--max-body-bytes"));
+    EXPECT_THAT(r->body(), HasSubstr(R"("type":"invalid_request_error")"));
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  {
+    TestClient c(server->port());  // chunked: the limit applies as the chunks arrive
+    std::string chunk = StrCat("200\r\n", std::string(512, 'y'), "\r\n");
+    ASSERT_TRUE(c.Send(StrCat("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+                              chunk, chunk, chunk, "0\r\n\r\n")));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 413);
+  }
+  {
+    TestClient c(server->port());  // with Expect, the 413 comes instead of 100 Continue
+    ASSERT_TRUE(
+        c.Send("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 5000\r\n"
+               "Expect: 100-continue\r\n\r\n"));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 413);
+  }
+  {
+    TestClient c(server->port());  // exactly at the limit is fine
+    ASSERT_TRUE(c.Send(StrCat("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: 1024\r\n\r\n",
+                              std::string(1024, 'z'))));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 200);
+  }
+  EXPECT_EQ(calls.load(), 1);
+}
+
+TEST(HttpServerTest, HeadersOverLimitGet431) {
+  std::atomic<int> calls{0};
+  HttpServerOptions options;
+  options.max_header_bytes = 1024;
+  auto server = StartServer(
+      [&](const HttpRequest& r, HttpResponder& out) {
+        ++calls;
+        Echo(r, out);
+      },
+      options);
+  TestClient c(server->port());
+  ASSERT_TRUE(
+      c.Send(StrCat("GET / HTTP/1.1\r\nHost: a\r\nX-Big: ", std::string(4096, 'h'), "\r\n\r\n")));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 431);
+  ExpectErrorEnvelope(*r, "1024 bytes");
+
+  // Each part under the limit, the whole over it.
+  TestClient d(server->port());
+  ASSERT_TRUE(d.Send(StrCat("GET /", std::string(700, 't'),
+                            " HTTP/1.1\r\nHost: a\r\nX-Big: ", std::string(700, 'h'), "\r\n\r\n")));
+  r = d.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 431);
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST(HttpServerTest, MalformedRequestsGet400) {
+  std::atomic<int> calls{0};
+  auto server = StartServer([&](const HttpRequest& r, HttpResponder& out) {
+    ++calls;
+    Echo(r, out);
+  });
+  for (std::string bad : {"NOT HTTP AT ALL\r\n\r\n", "GET / HTTP/1.1\r\nNo colon here\r\n\r\n",
+                          "GET / HTTP/1.1\r\nContent-Length: nope\r\n\r\n",
+                          "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"}) {
+    TestClient c(server->port());
+    ASSERT_TRUE(c.Send(bad));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << bad;
+    EXPECT_EQ(r->result_int(), 400) << bad;
+    ExpectErrorEnvelope(*r, "malformed HTTP request");
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  EXPECT_EQ(calls.load(), 0);
+}
+
+TEST(HttpServerTest, ConnectionsOverTheLimitGet503) {
+  HttpServerOptions options;
+  options.max_connections = 1;
+  absl::Notification entered, release;
+  auto server = StartServer(
+      [&](const HttpRequest& r, HttpResponder& out) {
+        if (r.path == "/block") {
+          entered.Notify();
+          release.WaitForNotificationWithTimeout(absl::Seconds(5));
+        }
+        Echo(r, out);
+      },
+      options);
+  auto first = std::make_unique<TestClient>(server->port());
+  ASSERT_TRUE(first->Send("GET /block HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(5)));
+
+  TestClient second(server->port());
+  ASSERT_TRUE(second.Send("GET /x HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto r = second.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 503);
+  ExpectErrorEnvelope(*r, "limit of 1 open connections");
+  EXPECT_EQ(Field(*r, "Retry-After"), "1");
+  EXPECT_TRUE(second.WaitClosed());
+
+  release.Notify();
+  r = first->ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  first.reset();  // frees the slot once the server sees the close
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == 0; }));
+  TestClient third(server->port());
+  ASSERT_TRUE(third.Send("GET /y HTTP/1.1\r\nHost: a\r\n\r\n"));
+  r = third.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+}
+
+TEST(HttpServerTest, PeerClosedTurnsTrueWhenTheClientLeaves) {
+  absl::Notification entered, done;
+  std::atomic<bool> saw_close{false};
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    EXPECT_FALSE(out.PeerClosed());
+    entered.Notify();
+    auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (!out.PeerClosed() && std::chrono::steady_clock::now() < deadline) {
+      std::this_thread::sleep_for(2ms);
+    }
+    saw_close = out.PeerClosed();
+    // Whether this write fails depends on TCP (the first one after a close often succeeds);
+    // it must just not crash.
+    out.Send(200, "text/plain", "late");
+    done.Notify();
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  c.Close();
+  ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_TRUE(saw_close.load());
+}
+
+TEST(HttpServerTest, PipelinedBytesDoNotCountAsClosed) {
+  std::atomic<int> closed_seen{0};
+  auto server = StartServer([&](const HttpRequest& r, HttpResponder& out) {
+    std::this_thread::sleep_for(50ms);  // the pipelined request is in the socket by now
+    if (out.PeerClosed()) ++closed_seen;
+    Echo(r, out);
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET /1 HTTP/1.1\r\nHost: a\r\n\r\nGET /2 HTTP/1.1\r\nHost: a\r\n\r\n"));
+  for (int i = 1; i <= 2; ++i) {
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->body(), StrCat("GET /", i, " /", i, " "));
+  }
+  EXPECT_EQ(closed_seen.load(), 0);
+}
+
+TEST(HttpServerTest, CancelWatcherFiresWhenTheClientLeaves) {
+  CancelWatcher watcher(absl::Milliseconds(2));
+  absl::Notification entered, cancelled;
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    uint64_t id = watcher.Watch([&out] { return out.PeerClosed(); }, [&] { cancelled.Notify(); });
+    entered.Notify();
+    cancelled.WaitForNotificationWithTimeout(absl::Seconds(5));
+    watcher.Unwatch(id);
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  c.Close();
+  EXPECT_TRUE(cancelled.WaitForNotificationWithTimeout(absl::Seconds(5)));
+}
+
+TEST(HttpServerTest, HandlerWithoutResponseOrThrowingGets500) {
+  auto server = StartServer([](const HttpRequest& r, HttpResponder& out) {
+    if (r.path == "/throw") throw std::runtime_error("boom");
+    if (r.path == "/silent") return;
+    if (r.path == "/bad-status") {
+      EXPECT_FALSE(out.Send(42, "text/plain", "x"));
+      return;
+    }
+    Echo(r, out);
+  });
+  TestClient c(server->port());
+  for (std::string path : {"/silent", "/throw", "/bad-status"}) {
+    ASSERT_TRUE(c.Send(StrCat("GET ", path, " HTTP/1.1\r\nHost: a\r\n\r\n")));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << path;
+    EXPECT_EQ(r->result_int(), 500) << path;
+    EXPECT_THAT(r->body(), HasSubstr(R"("type":"server_error")"));
+    EXPECT_THAT(r->body(), Not(HasSubstr("boom")));  // internals stay internal
+  }
+  ASSERT_TRUE(c.Send("GET /ok HTTP/1.1\r\nHost: a\r\n\r\n"));  // still usable
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+}
+
+TEST(HttpServerTest, AbandonedStreamIsCutNotReused) {
+  auto server = StartServer([](const HttpRequest&, HttpResponder& out) {
+    out.StartStream(200, "text/event-stream");
+    out.WriteChunk("data: partial\n\n");
+    // returns without EndStream
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(c.ReadUntil("data: partial\n\n"));
+  EXPECT_TRUE(c.WaitClosed());  // the client sees a cut stream, not a finished one
+  EXPECT_THAT(c.pending(), Not(HasSubstr("0\r\n\r\n")));
+}
+
+TEST(HttpServerTest, HeadersThatWouldBreakFramingAreDropped) {
+  auto server = StartServer([](const HttpRequest&, HttpResponder& out) {
+    out.Send(200, "text/plain", "ok",
+             {{"X-Evil", "a\r\nInjected: 1"},
+              {"Bad Name", "v"},
+              {"Content-Length", "999"},
+              {"X-Good", "yes"}});
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "ok");
+  EXPECT_EQ(Field(*r, "Injected"), "");
+  EXPECT_EQ(Field(*r, "X-Evil"), "");
+  EXPECT_EQ(Field(*r, "Content-Length"), "2");
+  EXPECT_EQ(Field(*r, "X-Good"), "yes");
+}
+
+TEST(HttpServerTest, IdleKeepAliveConnectionTimesOut) {
+  HttpServerOptions options;
+  options.idle_timeout_ms = 100;
+  auto server = StartServer(Echo, options);
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(c.ReadResponse());
+  EXPECT_TRUE(c.WaitClosed(2s));
+}
+
+TEST(HttpServerTest, SlowRequestGets408) {
+  HttpServerOptions options;
+  options.read_timeout_ms = 150;
+  auto server = StartServer(Echo, options);
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost:"));
+  auto r = c.ReadResponse(3s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 408);
+  ExpectErrorEnvelope(*r, "150 ms");
+}
+
+TEST(HttpServerTest, ShutdownClosesIdleConnectionsPromptly) {
+  auto server = StartServer(Echo);
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(c.ReadResponse());
+  auto start = std::chrono::steady_clock::now();
+  server->Shutdown(absl::Seconds(10));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+  EXPECT_TRUE(c.WaitClosed(1s));
+  server->Shutdown();  // idempotent
+  TestClient late(server->port());
+  EXPECT_FALSE(late.connected());
+}
+
+TEST(HttpServerTest, ShutdownLetsARunningRequestFinishWithinGrace) {
+  absl::Notification entered;
+  auto server = StartServer([&](const HttpRequest& r, HttpResponder& out) {
+    entered.Notify();
+    std::this_thread::sleep_for(200ms);
+    Echo(r, out);
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET /slow HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  server->Shutdown(absl::Seconds(5));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_FALSE(r->keep_alive());  // a draining server says so
+}
+
+TEST(HttpServerTest, ShutdownEndsAStreamingHandlerAfterGrace) {
+  std::atomic<bool> returned{false};
+  absl::Notification entered;
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    out.StartStream(200, "text/event-stream");
+    entered.Notify();
+    while (out.WriteChunk("data: token\n\n")) std::this_thread::sleep_for(5ms);
+    returned = true;
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  auto start = std::chrono::steady_clock::now();
+  server->Shutdown(absl::Milliseconds(300));
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(returned.load());
+  EXPECT_GE(took, 250ms);
+  EXPECT_LT(took, 2s);
+}
+
+TEST(HttpServerTest, ShutdownDoesNotHangOnAClientThatStopsReading) {
+  std::atomic<bool> returned{false};
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    out.StartStream(200, "application/octet-stream");
+    const std::string big(256 << 10, 'x');
+    // Up to 1 GiB, far past any socket buffer: the handler blocks in WriteChunk.
+    for (int i = 0; i < 4096 && out.WriteChunk(big); ++i) {
+    }
+    returned = true;
+  });
+  TestClient c(server->port());  // never reads
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  std::this_thread::sleep_for(300ms);  // let the handler fill the buffers and block
+  auto start = std::chrono::steady_clock::now();
+  server->Shutdown(absl::Milliseconds(200));
+  auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_TRUE(returned.load());
+  EXPECT_LT(took, 2s);
+}
+
+TEST(HttpServerTest, SurvivesGarbage) {
+  auto server = StartServer(Echo);
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 200; ++i) {
+    std::string bytes = i % 2 ? "GET / HTTP/1.1\r\n" : "";
+    int n = static_cast<int>(rng() % 512);
+    for (int j = 0; j < n; ++j) bytes.push_back(static_cast<char>(rng()));
+    TestClient c(server->port());
+    c.Send(bytes);
+  }
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET /alive HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->body(), "GET /alive /alive ");
+}
+
+TEST(HttpServerTest, StartRejectsBadOptionsAndBusyPorts) {
+  HttpServerOptions bad;
+  bad.max_connections = 0;
+  EXPECT_EQ(HttpServer::Start(bad, Echo).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(HttpServer::Start({}, nullptr).status().code(), absl::StatusCode::kInvalidArgument);
+
+  auto first = StartServer(Echo);
+  HttpServerOptions same;
+  same.port = first->port();
+  auto second = HttpServer::Start(same, Echo);
+  EXPECT_EQ(second.status().code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(std::string(second.status().message()), HasSubstr(StrCat(first->port())));
+}
+
+}  // namespace
+}  // namespace baton::service
