@@ -1,0 +1,316 @@
+#include "router/openai_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <ctime>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "router/generation.h"
+#include "router/request_builder.h"
+#include "service/api_key.h"
+#include "service/metrics.h"
+
+namespace baton::router {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using service::HttpRequest;
+using service::HttpResponder;
+
+constexpr std::string_view kJson = "application/json";
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+void SetFinish(const ChoiceDelta& d, ChoiceOut* c) {
+  c->finish_reason = d.finish_reason;
+  if (d.stop_token_id) {
+    c->stop_token_id = d.stop_token_id;  // an integer, as vLLM writes it
+  } else if (!d.stop_reason.empty()) {
+    c->stop_reason = d.stop_reason;
+  }
+}
+
+std::vector<LogprobOut> ToLogprobs(const std::vector<TokenLogprob>& in) {
+  std::vector<LogprobOut> out;
+  out.reserve(in.size());
+  for (const TokenLogprob& t : in) {
+    LogprobOut o;
+    o.token_id = t.token_id;
+    o.token = t.token;
+    o.logprob = t.logprob;
+    for (const TopLogprob& top : t.top) o.top.push_back({top.token_id, top.token, top.logprob});
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+class Handler {
+ public:
+  explicit Handler(OpenAiServerContext c) : c_(std::move(c)) {}
+
+  void operator()(const HttpRequest& req, HttpResponder& out) {
+    const Clock::time_point arrival = Clock::now();
+    const std::string endpoint = EndpointLabel(req.path);
+    const int code = Route(req, out, arrival);
+    c_.metrics->CountRequest("http", endpoint, StrCat(code));
+    c_.metrics->ObserveRequestSeconds(endpoint, SecondsSince(arrival));
+  }
+
+ private:
+  // Known paths keep their name; the rest share one label so that scanners cannot grow
+  // the metric's cardinality.
+  static std::string EndpointLabel(const std::string& path) {
+    for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
+                              "/ready", "/metrics"}) {
+      if (path == known) return known;
+    }
+    if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+    return "other";
+  }
+
+  int SendError(HttpResponder& out, const absl::Status& status) {
+    const ApiError e = ToApiError(status);
+    out.Send(e.http_status, kJson, ErrorJson(e));
+    return e.http_status;
+  }
+
+  int Route(const HttpRequest& req, HttpResponder& out, Clock::time_point arrival) {
+    const std::string& path = req.path;
+    const bool is_get = req.method == "GET" || req.method == "HEAD";  // HEAD: headers only
+    const bool is_post = req.method == "POST";
+    if (path == "/health") {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      out.Send(200, kJson, R"({"status":"ok"})");
+      return 200;
+    }
+    if (path == "/ready") {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      absl::Status s = c_.worker->CheckHealth(absl::Seconds(2));
+      if (!s.ok()) return SendError(out, absl::UnavailableError(s.message()));
+      out.Send(200, kJson, R"({"status":"ready"})");
+      return 200;
+    }
+    if (path == "/metrics") {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      out.Send(200, service::kMetricsContentType, service::RenderMetrics(c_.metrics->registry()));
+      return 200;
+    }
+    if (path.rfind("/v1/", 0) != 0) {
+      return SendError(out, absl::NotFoundError(StrCat("no route for ", req.method, " ", path,
+                                                       "; see /v1/models, /v1/completions, "
+                                                       "/v1/chat/completions")));
+    }
+    if (!c_.api_key.empty()) {
+      const std::string_view auth = req.Header("authorization");
+      if (auth.empty()) {
+        return SendError(out, absl::UnauthenticatedError(
+                                  "You didn't provide an API key. Send it in the Authorization "
+                                  "header as 'Bearer <key>'."));
+      }
+      if (!service::BearerTokenMatches(auth, c_.api_key)) {
+        return SendError(out, absl::UnauthenticatedError("Incorrect API key provided."));
+      }
+    }
+    if (path == "/v1/models") {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      out.Send(200, kJson, ModelListJson({Entry()}));
+      return 200;
+    }
+    if (path.rfind("/v1/models/", 0) == 0) {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      const std::string id = path.substr(std::string("/v1/models/").size());
+      if (id != c_.model->name()) {
+        return SendError(out, absl::NotFoundError(StrCat("The model `", id, "` does not exist.")));
+      }
+      out.Send(200, kJson, ModelJson(Entry()));
+      return 200;
+    }
+    if (path == "/v1/completions" || path == "/v1/chat/completions") {
+      if (!is_post) return MethodNotAllowed(out, "POST");
+      const bool chat = path == "/v1/chat/completions";
+      absl::StatusOr<OpenAiRequest> parsed = chat ? ParseChatRequest(req.body, c_.limits)
+                                                  : ParseCompletionRequest(req.body, c_.limits);
+      if (!parsed.ok()) return SendError(out, parsed.status());
+      if (parsed->request_id.empty()) {
+        parsed->request_id = std::string(req.Header("x-request-id"));
+      }
+      return Generate(*parsed, out, arrival);
+    }
+    return SendError(out, absl::NotFoundError(StrCat("no route for ", req.method, " ", path)));
+  }
+
+  int MethodNotAllowed(HttpResponder& out, std::string_view allowed) {
+    out.Send(405, kJson, service::OpenAiErrorJson(StrCat("method not allowed; use ", allowed)),
+             {{"Allow", std::string(allowed)}});
+    return 405;
+  }
+
+  ModelEntry Entry() const {
+    return ModelEntry{c_.model->name(), c_.model->created(), "baton", c_.model->max_model_len()};
+  }
+
+  int Generate(const OpenAiRequest& request, HttpResponder& out, Clock::time_point arrival) {
+    const bool chat = request.kind == OpenAiRequest::Kind::kChat;
+    absl::StatusOr<BuiltRequest> built =
+        BuildRequest(request, *c_.model, chat ? "chatcmpl" : "cmpl");
+    if (!built.ok()) return SendError(out, built.status());
+    const std::string id = built->generation.request_id;
+    absl::StatusOr<std::unique_ptr<Generation>> started =
+        Generation::Start(c_.worker, c_.model->tokenizer(), std::move(built->generation));
+    if (!started.ok()) return SendError(out, started.status());
+    Generation* gen = started->get();
+    c_.metrics->running().Increment();
+    const uint64_t watch =
+        c_.watcher->Watch([&out] { return out.PeerClosed(); }, [gen] { gen->Cancel(); });
+    Run run{request, id, static_cast<int64_t>(std::time(nullptr)), arrival, {}, {}, {}};
+    run.last_token.assign(request.n, arrival);
+    run.choices.resize(request.n);
+    for (int i = 0; i < request.n; ++i) run.choices[i].index = i;
+    const int code = request.stream ? Stream(*gen, run, out) : Whole(*gen, run, out);
+    c_.watcher->Unwatch(watch);
+    c_.metrics->running().Decrement();
+    return code;
+  }
+
+  struct Run {
+    const OpenAiRequest& request;
+    std::string id;
+    int64_t created;
+    Clock::time_point arrival;
+    std::vector<Clock::time_point> last_token;  // per choice, for inter-token latency
+    std::vector<ChoiceOut> choices;             // per choice: whole text (non-streaming)
+    UsageOut usage;
+    bool saw_token = false;
+  };
+
+  void Observe(Run& run, const ChoiceDelta& d) {
+    if (!d.token_ids.empty()) {
+      const Clock::time_point now = Clock::now();
+      if (!run.saw_token) {
+        c_.metrics->ObserveTimeToFirstToken(
+            std::chrono::duration<double>(now - run.arrival).count());
+      } else if (run.last_token[d.index] != run.arrival) {
+        c_.metrics->ObserveInterTokenSeconds(
+            std::chrono::duration<double>(now - run.last_token[d.index]).count());
+      }
+      run.saw_token = true;
+      run.last_token[d.index] = now;
+    }
+    if (d.finished) {
+      // The prompt counts once however many choices share it (OpenAI's usage).
+      run.usage.prompt_tokens = d.prompt_tokens;
+      run.usage.cached_tokens = std::max(run.usage.cached_tokens, d.cached_tokens);
+      run.usage.completion_tokens += d.completion_tokens;
+    }
+  }
+
+  int Whole(Generation& gen, Run& run, HttpResponder& out) {
+    ChoiceDelta d;
+    while (gen.Next(&d)) {
+      Observe(run, d);
+      ChoiceOut& c = run.choices[d.index];
+      c.text += d.text;
+      if (run.request.logprobs) {
+        c.has_logprobs = true;
+        for (LogprobOut& lp : ToLogprobs(d.logprobs)) c.logprobs.push_back(std::move(lp));
+      }
+      if (d.finished) SetFinish(d, &c);
+    }
+    if (!gen.status().ok()) return Failed(gen.status(), out);
+    c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
+                          run.usage.completion_tokens);
+    const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
+    const std::string model = c_.model->name();
+    out.Send(200, kJson,
+             chat ? ChatResponseJson(run.id, run.created, model, run.choices, run.usage)
+                  : CompletionResponseJson(run.id, run.created, model, run.choices, run.usage),
+             {{"X-Request-Id", run.id}});
+    return 200;
+  }
+
+  int Failed(const absl::Status& status, HttpResponder& out) {
+    if (out.PeerClosed() || absl::IsCancelled(status)) {
+      c_.metrics->CountClientCancel();
+      return 499;  // nginx's "client closed request"; nobody is there to read an answer
+    }
+    return SendError(out, status);
+  }
+
+  int Stream(Generation& gen, Run& run, HttpResponder& out) {
+    const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
+    const std::string model = c_.model->name();
+    ChoiceDelta d;
+    // Nothing is sent before the first delta, so that errors the worker reports at once
+    // (a full queue, a bad parameter) still get their HTTP status.
+    if (!gen.Next(&d)) return Failed(gen.status(), out);
+    if (!out.StartStream(200, "text/event-stream",
+                         {{"Cache-Control", "no-cache"}, {"X-Request-Id", run.id}})) {
+      gen.Cancel();
+      c_.metrics->CountClientCancel();
+      return 499;
+    }
+    std::vector<bool> role_sent(run.request.n, false);
+    std::vector<int64_t> text_offset(run.request.n, 0);
+    do {
+      Observe(run, d);
+      ChoiceOut c;
+      c.index = d.index;
+      c.text = d.text;
+      c.has_logprobs = run.request.logprobs.has_value();
+      if (c.has_logprobs) c.logprobs = ToLogprobs(d.logprobs);
+      c.text_offset = text_offset[d.index];
+      text_offset[d.index] += static_cast<int64_t>(d.text.size());
+      if (d.finished) SetFinish(d, &c);
+      const bool with_role = chat && !role_sent[d.index];
+      role_sent[d.index] = true;
+      const std::string json = chat ? ChatChunkJson(run.id, run.created, model, c, with_role)
+                                    : CompletionChunkJson(run.id, run.created, model, c);
+      if (!out.WriteChunk(StrCat("data: ", json, "\n\n"))) {
+        gen.Cancel();
+        c_.metrics->CountClientCancel();
+        return 499;
+      }
+    } while (gen.Next(&d));
+    if (!gen.status().ok()) {
+      if (out.PeerClosed() || absl::IsCancelled(gen.status())) {
+        c_.metrics->CountClientCancel();
+        return 499;
+      }
+      // The status line is gone; the error travels as an event, as vLLM sends it.
+      out.WriteChunk(StrCat("data: ", ErrorJson(ToApiError(gen.status())), "\n\n"));
+      out.WriteChunk("data: [DONE]\n\n");
+      out.EndStream();
+      return ToApiError(gen.status()).http_status;
+    }
+    c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
+                          run.usage.completion_tokens);
+    if (run.request.include_usage) {
+      out.WriteChunk(
+          StrCat("data: ", UsageChunkJson(run.request.kind, run.id, run.created, model, run.usage),
+                 "\n\n"));
+    }
+    out.WriteChunk("data: [DONE]\n\n");
+    out.EndStream();
+    return 200;
+  }
+
+  OpenAiServerContext c_;
+};
+
+}  // namespace
+
+std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOpenAiHandler(
+    OpenAiServerContext context) {
+  auto handler = std::make_shared<Handler>(std::move(context));
+  return [handler](const service::HttpRequest& req, service::HttpResponder& out) {
+    (*handler)(req, out);
+  };
+}
+
+}  // namespace baton::router

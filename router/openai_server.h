@@ -1,0 +1,33 @@
+// The OpenAI-compatible HTTP API, as one handler for service::HttpServer:
+//   POST /v1/completions, POST /v1/chat/completions (streaming with SSE, or not)
+//   GET /v1/models, GET /v1/models/{id}
+//   GET /health (the router is up), GET /ready (the worker answers), GET /metrics
+// A client that disconnects mid-request cancels it in the worker at once.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "router/openai_protocol.h"
+#include "router/router_metrics.h"
+#include "router/served_model.h"
+#include "router/worker_client.h"
+#include "service/cancel_watcher.h"
+#include "service/http_request.h"
+#include "service/http_responder.h"
+
+namespace baton::router {
+
+struct OpenAiServerContext {
+  ServedModel* model = nullptr;
+  WorkerClient* worker = nullptr;
+  RouterMetrics* metrics = nullptr;
+  service::CancelWatcher* watcher = nullptr;
+  ProtocolLimits limits;
+  std::string api_key;  // empty: no authentication; else /v1/* need "Bearer <key>"
+};
+
+std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOpenAiHandler(
+    OpenAiServerContext context);
+
+}  // namespace baton::router

@@ -1,0 +1,73 @@
+#include "router/router_flags.h"
+
+#include "common/strings.h"
+
+namespace baton::router {
+
+void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
+  if (with_model) {
+    cmd->add_option("--model", f->model,
+                    "The served model's directory or .gguf (its tokenizer and chat template)")
+        ->required()
+        ->envname("BATON_MODEL");
+  }
+  cmd->add_option("--tokenizer", f->tokenizer, "Tokenizer to use instead of --model's")
+      ->envname("BATON_TOKENIZER");
+  cmd->add_option("--served-model-name", f->served_model_name,
+                  "Model name clients use (default: the worker's model name)")
+      ->envname("BATON_SERVED_MODEL_NAME");
+  cmd->add_option("--host", f->host, "Address the HTTP and gRPC APIs listen on")
+      ->envname("BATON_HOST");
+  cmd->add_option("--port", f->port, "HTTP port of the OpenAI-compatible API (0: any free port)")
+      ->envname("BATON_PORT")
+      ->check(CLI::Range(0, 65535));
+  cmd->add_option("--grpc-port", f->grpc_port,
+                  "Port of the baton.v1 gRPC API (0: any free port; -1: off)")
+      ->envname("BATON_GRPC_PORT")
+      ->check(CLI::Range(-1, 65535));
+  cmd->add_option("--api-key", f->api_key,
+                  "Require 'Authorization: Bearer <key>' on /v1/* and gRPC calls")
+      ->envname("BATON_API_KEY");
+  cmd->add_option("--max-body-bytes", f->max_body_bytes, "Largest request body (413 above)")
+      ->envname("BATON_MAX_BODY_BYTES")
+      ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+  cmd->add_option("--max-connections", f->max_connections,
+                  "Open HTTP connections at once (503 above)")
+      ->envname("BATON_MAX_CONNECTIONS")
+      ->check(CLI::Range(1, 65536));
+  cmd->add_option("--max-n", f->max_n, "Largest 'n' (choices per request)")
+      ->envname("BATON_MAX_N")
+      ->check(CLI::Range(1, 128));
+  cmd->add_option("--max-stop", f->max_stop, "Most stop strings (and stop ids) per request")
+      ->envname("BATON_MAX_STOP")
+      ->check(CLI::Range(0, 1024));
+  cmd->add_option("--max-logprobs", f->max_top_logprobs, "Largest 'logprobs'/'top_logprobs'")
+      ->envname("BATON_MAX_LOGPROBS")
+      ->check(CLI::Range(0, 100));
+  cmd->add_option("--worker-wait-seconds", f->worker_wait_seconds,
+                  "How long to wait at start-up for the worker to answer")
+      ->envname("BATON_WORKER_WAIT_SECONDS")
+      ->check(CLI::Range(0.0, 3600.0));
+}
+
+absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
+  RouterOptions o;
+  o.tokenizer = f.tokenizer.empty() ? f.model : f.tokenizer;
+  if (o.tokenizer.empty()) {
+    return absl::InvalidArgumentError("give --model (or --tokenizer) so the router can tokenize");
+  }
+  o.served_model_name = f.served_model_name;
+  o.host = f.host;
+  o.http_port = f.port;
+  o.grpc_port = f.grpc_port;
+  o.api_key = f.api_key;
+  o.http.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
+  o.http.max_connections = f.max_connections;
+  o.limits.max_n = f.max_n;
+  o.limits.max_stop = f.max_stop;
+  o.limits.max_top_logprobs = f.max_top_logprobs;
+  o.worker_wait = absl::Seconds(f.worker_wait_seconds);
+  return o;
+}
+
+}  // namespace baton::router

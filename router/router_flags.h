@@ -1,0 +1,34 @@
+// The router's command-line flags, shared by `baton-router` and `baton serve`. Each flag
+// also reads a BATON_* environment variable; the YAML file of --config comes last.
+#pragma once
+
+#include <string>
+
+#include "CLI/CLI.hpp"
+#include "absl/status/statusor.h"
+#include "router/router_server.h"
+
+namespace baton::router {
+
+struct RouterFlags {
+  std::string model;  // where the tokenizer and chat template come from
+  std::string tokenizer;
+  std::string served_model_name;
+  std::string host = "127.0.0.1";
+  int port = 8000;
+  int grpc_port = 50051;
+  std::string api_key;
+  int64_t max_body_bytes = 8 << 20;
+  int max_connections = 1024;
+  int max_n = 16;
+  int max_stop = 16;
+  int max_top_logprobs = 20;
+  double worker_wait_seconds = 60;
+};
+
+// `with_model`: false where the caller defines --model itself (baton serve).
+void AddRouterFlags(CLI::App* cmd, RouterFlags* flags, bool with_model);
+
+absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& flags);
+
+}  // namespace baton::router

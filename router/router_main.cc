@@ -1,0 +1,62 @@
+// baton-router: the front door. Serves the OpenAI-compatible HTTP API and the baton.v1
+// gRPC API, renders chat templates and tokenizes, and runs requests on a worker
+// (`baton worker`) over its internal gRPC API. Stops gracefully on SIGINT or SIGTERM.
+#include <signal.h>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <memory>
+
+#include "CLI/CLI.hpp"
+#include "common/status.h"
+#include "common/stop_signals.h"
+#include "common/yaml_config.h"
+#include "router/router_flags.h"
+#include "router/router_server.h"
+
+namespace {
+
+absl::Status Run(const baton::router::RouterFlags& flags, const std::string& worker) {
+  baton::BlockStopSignals();
+  BATON_ASSIGN_OR_RETURN(baton::router::RouterOptions options,
+                         baton::router::ToRouterOptions(flags));
+  options.worker = worker;
+  std::fprintf(stderr, "baton-router: waiting for the worker at %s\n", worker.c_str());
+  BATON_ASSIGN_OR_RETURN(auto router, baton::router::RouterServer::Start(options));
+  // The first stdout line says where it listens (scripts and tests read the ports here).
+  std::printf("baton-router: serving %s on http://%s:%d (gRPC %s:%d), worker %s\n",
+              router->model().name().c_str(), options.host.c_str(), router->http_port(),
+              options.host.c_str(), router->grpc_port(), worker.c_str());
+  std::fflush(stdout);
+  const int signal = baton::WaitForStopSignal();
+  std::fprintf(stderr, "baton-router: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  router->Shutdown(absl::Seconds(5));
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    CLI::App app{"baton-router: the OpenAI-compatible HTTP and baton.v1 gRPC front door"};
+    app.config_formatter(std::make_shared<baton::YamlConfig>());
+    app.set_config("--config", "", "YAML file with flag values (flag: value)")
+        ->envname("BATON_CONFIG");
+    baton::router::RouterFlags flags;
+    std::string worker = "127.0.0.1:50061";
+    app.add_option("--worker", worker, "The worker's internal gRPC address (host:port)")
+        ->envname("BATON_WORKER");
+    baton::router::AddRouterFlags(&app, &flags, /*with_model=*/true);
+    CLI11_PARSE(app, argc, argv);
+    absl::Status status = Run(flags, worker);
+    if (!status.ok()) {
+      std::cerr << "baton-router: " << status.message() << "\n";
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << "baton-router: " << e.what() << "\n";
+    return 1;
+  }
+}

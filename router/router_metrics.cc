@@ -1,0 +1,76 @@
+#include "router/router_metrics.h"
+
+#include "service/metrics.h"
+
+namespace baton::router {
+namespace {
+
+// Token gaps are short: 0.5 ms to 2.5 s.
+prometheus::Histogram::BucketBoundaries TokenGapBuckets() {
+  return {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5};
+}
+
+}  // namespace
+
+RouterMetrics::RouterMetrics()
+    : registry_(std::make_shared<prometheus::Registry>()),
+      requests_(prometheus::BuildCounter()
+                    .Name("baton_router_requests_total")
+                    .Help("Requests the router answered, by API, endpoint and status code")
+                    .Register(*registry_)),
+      request_seconds_(prometheus::BuildHistogram()
+                           .Name("baton_router_request_duration_seconds")
+                           .Help("Arrival to last byte of a request, by endpoint")
+                           .Register(*registry_)),
+      ttft_(prometheus::BuildHistogram()
+                .Name("baton_router_time_to_first_token_seconds")
+                .Help("Arrival at the router to the first token's delta")
+                .Register(*registry_)
+                .Add({}, service::LatencyBuckets())),
+      itl_(prometheus::BuildHistogram()
+               .Name("baton_router_inter_token_latency_seconds")
+               .Help("Gap between successive token deltas of one sequence")
+               .Register(*registry_)
+               .Add({}, TokenGapBuckets())),
+      prompt_tokens_(prometheus::BuildCounter()
+                         .Name("baton_router_prompt_tokens_total")
+                         .Help("Prompt tokens of finished requests")
+                         .Register(*registry_)
+                         .Add({})),
+      cached_tokens_(prometheus::BuildCounter()
+                         .Name("baton_router_cached_prompt_tokens_total")
+                         .Help("Prompt tokens served from the workers' prefix caches")
+                         .Register(*registry_)
+                         .Add({})),
+      completion_tokens_(prometheus::BuildCounter()
+                             .Name("baton_router_generation_tokens_total")
+                             .Help("Tokens generated for finished requests")
+                             .Register(*registry_)
+                             .Add({})),
+      client_cancels_(prometheus::BuildCounter()
+                          .Name("baton_router_client_cancellations_total")
+                          .Help("Requests stopped because the client disconnected or cancelled")
+                          .Register(*registry_)
+                          .Add({})),
+      running_(prometheus::BuildGauge()
+                   .Name("baton_router_requests_running")
+                   .Help("Generation requests in flight")
+                   .Register(*registry_)
+                   .Add({})) {}
+
+void RouterMetrics::CountRequest(const std::string& api, const std::string& endpoint,
+                                 const std::string& code) {
+  requests_.Add({{"api", api}, {"endpoint", endpoint}, {"code", code}}).Increment();
+}
+
+void RouterMetrics::ObserveRequestSeconds(const std::string& endpoint, double seconds) {
+  request_seconds_.Add({{"endpoint", endpoint}}, service::LatencyBuckets()).Observe(seconds);
+}
+
+void RouterMetrics::AddTokens(int64_t prompt, int64_t cached, int64_t completion) {
+  prompt_tokens_.Increment(static_cast<double>(prompt));
+  cached_tokens_.Increment(static_cast<double>(cached));
+  completion_tokens_.Increment(static_cast<double>(completion));
+}
+
+}  // namespace baton::router

@@ -1,0 +1,46 @@
+// The router's Prometheus metrics (served on GET /metrics). Names follow Prometheus
+// conventions: baton_ prefix, base units, _total for counters.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "prometheus/counter.h"
+#include "prometheus/family.h"
+#include "prometheus/gauge.h"
+#include "prometheus/histogram.h"
+#include "prometheus/registry.h"
+
+namespace baton::router {
+
+class RouterMetrics {
+ public:
+  RouterMetrics();
+
+  prometheus::Registry& registry() { return *registry_; }
+
+  // One finished request: `api` is "http" or "grpc", `endpoint` e.g. "/v1/chat/completions"
+  // or "Generate", `code` the HTTP status or gRPC code name.
+  void CountRequest(const std::string& api, const std::string& endpoint, const std::string& code);
+  void ObserveRequestSeconds(const std::string& endpoint, double seconds);
+  void ObserveTimeToFirstToken(double seconds) { ttft_.Observe(seconds); }
+  void ObserveInterTokenSeconds(double seconds) { itl_.Observe(seconds); }
+  void AddTokens(int64_t prompt, int64_t cached, int64_t completion);
+  void CountClientCancel() { client_cancels_.Increment(); }
+
+  prometheus::Gauge& running() { return running_; }
+
+ private:
+  std::shared_ptr<prometheus::Registry> registry_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Family<prometheus::Histogram>& request_seconds_;
+  prometheus::Histogram& ttft_;
+  prometheus::Histogram& itl_;
+  prometheus::Counter& prompt_tokens_;
+  prometheus::Counter& cached_tokens_;
+  prometheus::Counter& completion_tokens_;
+  prometheus::Counter& client_cancels_;
+  prometheus::Gauge& running_;
+};
+
+}  // namespace baton::router

@@ -1,0 +1,66 @@
+// A running front door: the OpenAI HTTP API and the baton.v1 gRPC API (with
+// grpc.health.v1 and reflection) over one worker. `baton-router` and `baton serve` both
+// run one of these.
+//
+//   BATON_ASSIGN_OR_RETURN(auto router, RouterServer::Start(options));
+//   ... router->http_port(), router->grpc_port() ...
+//   router->Shutdown();
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "grpcpp/grpcpp.h"
+#include "router/openai_protocol.h"
+#include "router/router_metrics.h"
+#include "router/served_model.h"
+#include "router/worker_client.h"
+#include "service/cancel_watcher.h"
+#include "service/http_options.h"
+#include "service/http_server.h"
+
+namespace baton::router {
+
+struct RouterOptions {
+  std::string worker = "127.0.0.1:50061";  // the worker's internal gRPC address
+  std::string tokenizer;                   // model directory, .gguf or tokenizer.json
+  std::string served_model_name;           // empty: the worker's model id
+  std::string host = "127.0.0.1";
+  int http_port = 8000;   // 0: any free port
+  int grpc_port = 50051;  // 0: any free port; -1: no gRPC API
+  std::string api_key;    // empty: no authentication
+  ProtocolLimits limits;
+  service::HttpServerOptions http;                 // host and port come from above
+  absl::Duration worker_wait = absl::Seconds(60);  // for the worker to answer at start-up
+};
+
+class RouterServer {
+ public:
+  static absl::StatusOr<std::unique_ptr<RouterServer>> Start(const RouterOptions& options);
+  ~RouterServer();
+
+  int http_port() const;
+  int grpc_port() const { return grpc_port_; }
+  const ServedModel& model() const { return *model_; }
+  RouterMetrics& metrics() { return metrics_; }
+
+  // Stops accepting, gives open requests `grace` to finish, then cancels them.
+  void Shutdown(absl::Duration grace = absl::Seconds(5));
+
+ private:
+  RouterServer() = default;
+
+  RouterOptions options_;
+  RouterMetrics metrics_;
+  std::unique_ptr<WorkerClient> worker_;
+  std::unique_ptr<ServedModel> model_;
+  std::unique_ptr<service::CancelWatcher> watcher_;
+  std::unique_ptr<service::HttpServer> http_;
+  std::unique_ptr<grpc::Service> grpc_api_;
+  std::unique_ptr<grpc::Server> grpc_;
+  int grpc_port_ = -1;
+};
+
+}  // namespace baton::router

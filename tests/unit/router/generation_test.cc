@@ -1,0 +1,267 @@
+// Generation against a fake worker on loopback gRPC: the router's side of a request —
+// incremental detokenization, stop strings (which cancel the sequence in the worker),
+// stop tokens, n choices, errors and cancellation. The fake scripts the worker's token
+// ids; the tokenizer is the bundled model's.
+#include "router/generation.h"
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/internal/v1/worker.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tokenizer/loader.h"
+
+namespace baton::router {
+namespace {
+
+namespace pb = ::baton::internal::v1;
+
+const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
+
+// Streams `script` one token per message; the last message is final unless `hang` (then it
+// waits until the call is cancelled). Records what it saw.
+class FakeWorker final : public pb::Worker::Service {
+ public:
+  std::vector<int32_t> script;
+  std::string finish_reason = "length";
+  bool hang = false;
+  grpc::Status fail = grpc::Status::OK;
+  std::atomic<int> cancelled{0};
+  std::mutex mu;
+  std::vector<pb::GenerateRequest> requests;
+
+  grpc::Status Generate(grpc::ServerContext* ctx, const pb::GenerateRequest* req,
+                        grpc::ServerWriter<pb::GenerateResponse>* writer) override {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      requests.push_back(*req);
+    }
+    if (!fail.ok()) return fail;
+    for (size_t i = 0; i < script.size(); ++i) {
+      pb::GenerateResponse out;
+      out.add_token_ids(script[i]);
+      if (i == 0) {
+        out.mutable_usage()->set_prompt_tokens(req->prompt_ids_size());
+        out.mutable_usage()->set_cached_tokens(16);
+      }
+      const bool last = i + 1 == script.size() && !hang;
+      if (last) {
+        out.set_finished(true);
+        out.set_finish_reason(finish_reason);
+        out.mutable_usage()->set_prompt_tokens(req->prompt_ids_size());
+        out.mutable_usage()->set_cached_tokens(16);
+        out.mutable_usage()->set_completion_tokens(static_cast<int64_t>(script.size()));
+      }
+      if (!writer->Write(out) || ctx->IsCancelled()) {
+        ++cancelled;
+        return grpc::Status::CANCELLED;
+      }
+      // Give a router that stops early the chance to cancel before the script ends.
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    if (hang) {
+      while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+      ++cancelled;
+      return grpc::Status::CANCELLED;
+    }
+    return grpc::Status::OK;
+  }
+};
+
+class GenerationTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto files = tokenizer::LoadTokenizerFiles(kModel);
+    ASSERT_TRUE(files.ok()) << files.status();
+    tokenizer_ = files->tokenizer;
+    grpc::ServerBuilder builder;
+    int port = 0;
+    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+    builder.RegisterService(&fake_);
+    server_ = builder.BuildAndStart();
+    ASSERT_NE(port, 0);
+    client_ = std::make_unique<WorkerClient>("127.0.0.1:" + std::to_string(port));
+  }
+  void TearDown() override {
+    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+  }
+
+  std::vector<int32_t> Encode(const std::string& text) {
+    return tokenizer_->Encode(text, {.add_special_tokens = false}).value();
+  }
+
+  GenerationRequest Request() {
+    GenerationRequest r;
+    r.request_id = "req";
+    r.prompt_ids = Encode("Once upon a time");
+    r.params.set_max_tokens(64);
+    return r;
+  }
+
+  struct Collected {
+    std::vector<std::string> text;  // per choice
+    std::vector<ChoiceDelta> last;
+    absl::Status status;
+  };
+  Collected Run(GenerationRequest r) {
+    Collected c;
+    c.text.resize(r.n);
+    c.last.resize(r.n);
+    auto gen = Generation::Start(client_.get(), tokenizer_, std::move(r));
+    EXPECT_TRUE(gen.ok()) << gen.status();
+    if (!gen.ok()) return c;
+    ChoiceDelta d;
+    while ((*gen)->Next(&d)) {
+      c.text[d.index] += d.text;
+      if (d.finished) c.last[d.index] = d;
+    }
+    c.status = (*gen)->status();
+    return c;
+  }
+
+  FakeWorker fake_;
+  std::unique_ptr<grpc::Server> server_;
+  std::unique_ptr<WorkerClient> client_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+};
+
+TEST_F(GenerationTest, TextIsTheDecodeOfAllTokens) {
+  fake_.script = Encode(" there was a little girl named Lily. She liked to play.");
+  Collected c = Run(Request());
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  EXPECT_EQ(c.text[0], tokenizer_->Decode(fake_.script).value());
+  EXPECT_EQ(c.last[0].finish_reason, "length");
+  EXPECT_EQ(c.last[0].completion_tokens, static_cast<int64_t>(fake_.script.size()));
+  EXPECT_EQ(c.last[0].cached_tokens, 16);
+  ASSERT_EQ(fake_.requests.size(), 1u);
+  EXPECT_EQ(fake_.requests[0].request_id(), "req");
+  EXPECT_FALSE(fake_.requests[0].detokenize());  // token ids only cross the wire
+}
+
+TEST_F(GenerationTest, StopStringSplitAcrossTokensEndsTheChoiceAndCancelsTheWorker) {
+  fake_.script = Encode(" there was a little girl named Lily. She liked to play.");
+  fake_.hang = true;  // the worker would go on for ever
+  GenerationRequest r = Request();
+  r.stop = {"girl na"};  // spans " girl" and " named"
+  Collected c = Run(std::move(r));
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  EXPECT_EQ(c.text[0], " there was a little ");
+  EXPECT_EQ(c.last[0].finish_reason, "stop");
+  EXPECT_EQ(c.last[0].stop_reason, "girl na");
+  // Tokens up to the one that completed the match: " there was a little girl named".
+  EXPECT_EQ(c.last[0].completion_tokens,
+            static_cast<int64_t>(Encode(" there was a little girl named").size()));
+  EXPECT_EQ(c.last[0].cached_tokens, 16);  // from the worker's first message
+  for (int i = 0; i < 500 && fake_.cancelled.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(fake_.cancelled.load(), 1);
+}
+
+TEST_F(GenerationTest, IncludeStopStringKeepsIt) {
+  fake_.script = Encode(" there was a little girl named Lily.");
+  GenerationRequest r = Request();
+  r.stop = {"little"};
+  r.include_stop_str_in_output = true;
+  Collected c = Run(std::move(r));
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  EXPECT_EQ(c.text[0], " there was a little");
+}
+
+TEST_F(GenerationTest, FinalStopTokenIsCountedButNotText) {
+  fake_.script = Encode(" the end");
+  fake_.script.push_back(2);  // EOS of baton-tiny, which ends the worker's stream
+  fake_.finish_reason = "stop";
+  Collected c = Run(Request());
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  EXPECT_EQ(c.text[0], " the end");
+  EXPECT_EQ(c.last[0].finish_reason, "stop");
+  EXPECT_EQ(c.last[0].completion_tokens, static_cast<int64_t>(fake_.script.size()));
+}
+
+TEST_F(GenerationTest, ChoicesRunAsSeparateSequencesWithTheirOwnSeeds) {
+  fake_.script = Encode(" a dog");
+  GenerationRequest r = Request();
+  r.n = 3;
+  r.params.set_seed(41);
+  Collected c = Run(std::move(r));
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.text[i], " a dog") << i;
+  ASSERT_EQ(fake_.requests.size(), 3u);
+  std::vector<std::string> ids;
+  std::vector<uint64_t> seeds;
+  for (const auto& req : fake_.requests) {
+    ids.push_back(req.request_id());
+    seeds.push_back(req.params().seed());
+  }
+  std::sort(ids.begin(), ids.end());
+  std::sort(seeds.begin(), seeds.end());
+  EXPECT_EQ(ids, (std::vector<std::string>{"req-0", "req-1", "req-2"}));
+  EXPECT_EQ(seeds, (std::vector<uint64_t>{41, 42, 43}));
+}
+
+TEST_F(GenerationTest, WorkerErrorKeepsItsCodeAndMessage) {
+  fake_.fail = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "the queue is full (4096)");
+  Collected c = Run(Request());
+  EXPECT_EQ(c.status.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_EQ(c.status.message(), "the queue is full (4096)");
+}
+
+TEST_F(GenerationTest, WorkerDownIsUnavailableNamingTheWorker) {
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_.reset();
+  Collected c = Run(Request());
+  EXPECT_EQ(c.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_NE(c.status.message().find(client_->target()), std::string::npos) << c.status;
+}
+
+TEST_F(GenerationTest, CancelStopsTheWorkerAndEndsWithCancelled) {
+  fake_.script = Encode(" there");
+  fake_.hang = true;
+  auto gen = Generation::Start(client_.get(), tokenizer_, Request());
+  ASSERT_TRUE(gen.ok());
+  ChoiceDelta d;
+  ASSERT_TRUE((*gen)->Next(&d));
+  EXPECT_EQ(d.text, " there");
+  std::thread canceller([&] { (*gen)->Cancel(); });
+  EXPECT_FALSE((*gen)->Next(&d));
+  canceller.join();
+  EXPECT_EQ((*gen)->status().code(), absl::StatusCode::kCancelled);
+  for (int i = 0; i < 500 && fake_.cancelled.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(fake_.cancelled.load(), 1);
+}
+
+TEST_F(GenerationTest, DestroyingAnOpenGenerationCancelsIt) {
+  fake_.script = Encode(" there");
+  fake_.hang = true;
+  {
+    auto gen = Generation::Start(client_.get(), tokenizer_, Request());
+    ASSERT_TRUE(gen.ok());
+    ChoiceDelta d;
+    ASSERT_TRUE((*gen)->Next(&d));
+  }
+  for (int i = 0; i < 500 && fake_.cancelled.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_EQ(fake_.cancelled.load(), 1);
+}
+
+TEST_F(GenerationTest, RejectsStopStringsInWorkerParams) {
+  GenerationRequest r = Request();
+  r.params.add_stop("x");
+  EXPECT_EQ(Generation::Start(client_.get(), tokenizer_, std::move(r)).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace baton::router
