@@ -6,7 +6,9 @@
 
 #include "CLI/CLI.hpp"
 #include "common/yaml_config.h"
+#include "tools/bench_serve_command.h"
 #include "tools/generate_command.h"
+#include "tools/serve_command.h"
 #include "tools/synth_model_command.h"
 #include "tools/tokenize_command.h"
 #include "tools/worker_command.h"
@@ -22,6 +24,8 @@ int main(int argc, char** argv) {
     baton::tools::AddTokenizeCommand(app);
     baton::tools::AddSynthModelCommand(app);
     baton::tools::AddWorkerCommand(app);
+    baton::tools::AddBenchCommand(app);
+    baton::tools::AddServeCommand(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
   } catch (const std::exception& e) {

@@ -1,0 +1,109 @@
+#include "tools/worker_runtime.h"
+
+#include <chrono>
+#include <string>
+#include <utility>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
+
+namespace baton::tools {
+namespace {
+
+// "1073741824", "512MiB", "4GiB", "64KiB" -> bytes.
+absl::StatusOr<int64_t> ParseBytes(const std::string& text, std::string_view flag) {
+  size_t digits = 0;
+  while (digits < text.size() && text[digits] >= '0' && text[digits] <= '9') ++digits;
+  const std::string suffix = text.substr(digits);
+  int shift = -1;
+  if (suffix.empty() || suffix == "B") shift = 0;
+  if (suffix == "KiB") shift = 10;
+  if (suffix == "MiB") shift = 20;
+  if (suffix == "GiB") shift = 30;
+  if (digits == 0 || digits > 12 || shift < 0) {
+    return absl::InvalidArgumentError(StrCat(flag, " '", text,
+                                             "' is not a size; give bytes, or a number with "
+                                             "KiB, MiB or GiB (e.g. 4GiB)"));
+  }
+  return static_cast<int64_t>(std::stoll(text.substr(0, digits))) << shift;
+}
+
+}  // namespace
+
+void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
+  cmd->add_option("--threads", f->threads, "Compute threads (0: one per core)")
+      ->envname("BATON_THREADS");
+  cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
+                  "KV cache size, e.g. 4GiB (default: --kv-cache-fraction of free memory)")
+      ->envname("BATON_KV_CACHE_MEMORY");
+  cmd->add_option("--kv-cache-fraction", f->kv_cache_fraction,
+                  "Fraction of available memory for the KV cache when no size is given");
+  cmd->add_option("--block-size", f->block_size, "Tokens per KV page");
+  cmd->add_option("--max-running", f->max_running, "Sequences decoding together");
+  cmd->add_option("--max-waiting", f->max_waiting,
+                  "Queued requests before new ones get RESOURCE_EXHAUSTED");
+  cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "Tokens per engine step");
+  cmd->add_option("--max-prefill-chunk", f->max_prefill_chunk,
+                  "Prompt tokens per sequence per step");
+  cmd->add_flag("--no-prefix-cache", f->no_prefix_cache, "Do not reuse cached prompt blocks");
+  cmd->add_flag("--no-mmap", f->no_mmap,
+                "Copy the weights into (huge-page) memory instead of mapping the file");
+}
+
+absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const WorkerFlags& flags) {
+  std::unique_ptr<WorkerRuntime> w(new WorkerRuntime());
+  engine::EngineOptions options;
+  options.threads = flags.threads;
+  options.block_size = flags.block_size;
+  options.kv_cache_fraction = flags.kv_cache_fraction;
+  if (!flags.kv_cache_memory.empty()) {
+    BATON_ASSIGN_OR_RETURN(options.kv_cache_bytes,
+                           ParseBytes(flags.kv_cache_memory, "--kv-cache-memory"));
+  }
+  options.enable_prefix_cache = !flags.no_prefix_cache;
+  options.max_running = flags.max_running;
+  options.max_waiting = flags.max_waiting;
+  options.max_batched_tokens = flags.max_batched_tokens;
+  options.max_prefill_chunk = flags.max_prefill_chunk;
+
+  model::OpenOptions open;
+  open.use_mmap = !flags.no_mmap;
+  // The engine keeps a pointer to the model: it is loaded into its final place first.
+  BATON_ASSIGN_OR_RETURN(w->loaded_, engine::LoadModel(flags.model, open));
+  BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
+  w->service_ = std::make_unique<worker::WorkerService>(w->engine_.get());
+
+  grpc::EnableDefaultHealthCheckService(true);
+  grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  grpc::ServerBuilder builder;
+  const std::string address = StrCat(flags.host, ":", flags.port);
+  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &w->port_);
+  // Routers ping idle connections every 10 s to notice a vanished worker; gRPC's server
+  // default (one ping per 5 min without calls) would answer with GOAWAY too_many_pings.
+  builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
+  builder.RegisterService(w->service_->worker());
+  builder.RegisterService(w->service_->kv_events());
+  w->server_ = builder.BuildAndStart();
+  if (w->server_ == nullptr || w->port_ == 0) {
+    return absl::UnavailableError(
+        StrCat("cannot listen on ", address, "; is the port in use? Pick another with --port"));
+  }
+  return w;
+}
+
+WorkerRuntime::~WorkerRuntime() { Shutdown(absl::ZeroDuration()); }
+
+void WorkerRuntime::Shutdown(absl::Duration grace) {
+  if (server_ != nullptr) {
+    server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+    server_.reset();
+  }
+  service_.reset();
+  engine_.reset();  // ends whatever is still open
+}
+
+}  // namespace baton::tools
