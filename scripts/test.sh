@@ -14,18 +14,21 @@ scripts/install_deps.sh
 if command -v npm >/dev/null 2>&1; then
   echo "test.sh: installing the oracle npm packages (tests/oracle)"
   (cd tests/oracle && npm install --no-audit --no-fund --no-package-lock --loglevel=error)
+  echo "test.sh: installing the e2e clients (tests/e2e: openai, @grpc/grpc-js, grpc-health-check)"
+  (cd tests/e2e && npm install --no-audit --no-fund --no-package-lock --loglevel=error)
 fi
 
 if [ "${BATON_SKIP_ASAN:-0}" != 1 ]; then
   echo "test.sh: [1/2] ASan+UBSan build, unit tests and fuzzers"
   cmake --preset asan -DBATON_FUZZ_SECONDS="${BATON_FUZZ_SECONDS:-20}" >/dev/null
   cmake --build --preset asan -j "$jobs"
-  ctest --preset asan -j "$jobs" -LE oracle
+  ctest --preset asan -j "$jobs" -LE "oracle|e2e"
 
   echo "test.sh: [1b/2] TSan build of the multithreaded tests"
   cmake --preset tsan >/dev/null
   tsan_tests="tokenizer_concurrency_test common_thread_pool_test kernels_matmul_test
-              engine_stories_reference_test engine_engine_test"
+              engine_stories_reference_test engine_engine_test service_http_server_test
+              service_cancel_watcher_test"
   cmake --build --preset tsan -j "$jobs" --target $tsan_tests
   for t in $tsan_tests; do build/tsan/bin/$t --gtest_brief=1; done
 fi

@@ -1,0 +1,533 @@
+// The front door's own cost (docs/perf/frontdoor.md): a stub worker that emits tokens
+// without computing them, the real router (router::RouterServer) in front of it, and
+// clients over HTTP SSE and baton.v1 gRPC, all in one process so that one steady clock
+// times the stub's write of each token event and the client's read of it.
+//
+//   overhead: the stub writes one token every --interval-ms; per event, added latency =
+//             client read time - stub write time, for the router paths and for a client
+//             calling the stub directly (the baseline: router share = path - direct).
+//   ceiling:  the stub writes as fast as gRPC takes; content events/s read by clients,
+//             against the direct path measured in the same run.
+//
+//   frontdoor_bench --streams 1,64 --mode both --json out.json
+//
+// Every event is checked (count, order, token, text, final event); any loss or error
+// makes the exit status 1.
+#include <sys/resource.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <latch>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "CLI/CLI.hpp"
+#include "absl/time/time.h"
+#include "bench/frontdoor_clients.h"
+#include "bench/frontdoor_stub.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "nlohmann/json.hpp"
+#include "router/router_server.h"
+#include "tokenizer/detokenizer.h"
+#include "tokenizer/loader.h"
+
+#ifndef BATON_FRONTDOOR_MODEL_DIR
+#define BATON_FRONTDOOR_MODEL_DIR "models/baton-tiny"
+#endif
+
+namespace baton::bench {
+namespace {
+
+struct Flags {
+  std::vector<int> streams = {1, 64};
+  std::vector<int> ceiling_streams = {1, 16, 64};
+  int tokens = 128;
+  int requests = 1;  // after a warm-up request on the same connection
+  // 50 tokens/s per stream, a usual decode speed. At 2 ms, 64 streams offer 32k events/s,
+  // more than this path sustains on 2 cores: the figure would be queueing, not overhead.
+  double interval_ms = 20.0;
+  double ceiling_seconds = 1.5;
+  std::string mode = "both";
+  std::string model_dir = BATON_FRONTDOOR_MODEL_DIR;
+  std::string json;
+  int target_streams = 64;
+  double target_p99_us = 1000;
+  bool require_target = false;
+  bool http_quickack = false;
+  std::vector<std::string> paths = {"direct", "http", "grpc"};
+  bool aligned = false;
+};
+
+struct LatencyStats {
+  int64_t count = 0;
+  double p50_us = 0, p99_us = 0, mean_us = 0, max_us = 0;
+};
+
+struct Phase {
+  Path path = Path::kDirect;
+  bool ceiling = false;
+  int streams = 1;
+  // Measured:
+  int64_t requests = 0;
+  int64_t events = 0;
+  double wall_s = 0;
+  double cpu_s = 0;  // the whole process: stub, router and clients
+  int64_t switches = 0;
+  LatencyStats latency;
+  std::vector<std::string> errors;  // the first few
+
+  double events_per_s() const { return wall_s > 0 ? events / wall_s : 0; }
+  double cpu_us_per_event() const { return events > 0 ? 1e6 * cpu_s / events : 0; }
+  double switches_per_event() const {
+    return events > 0 ? static_cast<double>(switches) / static_cast<double>(events) : 0;
+  }
+  double cores_busy() const { return wall_s > 0 ? cpu_s / wall_s : 0; }
+};
+
+struct Usage {
+  double cpu_s = 0;
+  int64_t switches = 0;  // context switches, voluntary or not: mostly thread hand-offs
+};
+
+Usage ProcessUsage() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  auto s = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
+  return {s(u.ru_utime) + s(u.ru_stime), u.ru_nvcsw + u.ru_nivcsw};
+}
+
+std::string LoadAverage() {
+  std::ifstream in("/proc/loadavg");
+  std::string a, b, c;
+  in >> a >> b >> c;
+  return StrCat(a, " ", b, " ", c);
+}
+
+LatencyStats Summarize(std::vector<double> us) {
+  LatencyStats s;
+  if (us.empty()) return s;
+  std::sort(us.begin(), us.end());
+  auto at = [&](double q) {
+    const size_t rank = static_cast<size_t>(std::ceil(q * static_cast<double>(us.size())));
+    return us[std::min(us.size() - 1, rank == 0 ? 0 : rank - 1)];
+  };
+  s.count = static_cast<int64_t>(us.size());
+  s.p50_us = at(0.50);
+  s.p99_us = at(0.99);
+  s.max_us = us.back();
+  double sum = 0;
+  for (double v : us) sum += v;
+  s.mean_us = sum / static_cast<double>(us.size());
+  return s;
+}
+
+// Plain words (" the", " and", ...): each decodes to its own text at once, so every event
+// is exactly one delta at the client, and cycling through several shows reordering.
+// *words: what the stub cycles through.
+absl::StatusOr<ExpectedStream> ChooseTokens(std::shared_ptr<const tokenizer::Tokenizer> shared,
+                                            int tokens, std::vector<int32_t>* words_out) {
+  const tokenizer::Tokenizer& tok = *shared;
+  std::vector<int32_t>& words = *words_out;
+  for (int32_t id = 0; id < tok.vocab_size() && words.size() < 16; ++id) {
+    const std::string& b = tok.TokenBytes(id);
+    if (tok.IsSpecial(id) || b.size() < 3 || b[0] != ' ') continue;
+    if (std::all_of(b.begin() + 1, b.end(), [](char c) { return c >= 'a' && c <= 'z'; })) {
+      words.push_back(id);
+    }
+  }
+  if (words.size() < 2) {
+    return absl::FailedPreconditionError("the tokenizer has no plain-word tokens to emit");
+  }
+  ExpectedStream e;
+  tokenizer::IncrementalDetokenizer detok(shared);
+  for (int i = 0; i < tokens; ++i) {
+    e.ids.push_back(words[static_cast<size_t>(i) % words.size()]);
+    BATON_ASSIGN_OR_RETURN(std::string text, detok.Add(e.ids.back()));
+    if (text.empty()) {
+      return absl::FailedPreconditionError(
+          StrCat("token ", e.ids.back(), " does not decode to text on its own"));
+    }
+    e.texts.push_back(std::move(text));
+  }
+  return e;
+}
+
+class Bench {
+ public:
+  Bench(const Flags& flags, StubWorker* stub, router::RouterServer* router,
+        const ExpectedStream* expected)
+      : flags_(flags), stub_(stub), router_(router), expected_(expected) {}
+
+  Phase Run(Path path, int streams, bool ceiling) {
+    Phase p;
+    p.path = path;
+    p.streams = streams;
+    p.ceiling = ceiling;
+    stub_->set_aligned(flags_.aligned);
+    stub_->set_interval(
+        ceiling ? std::chrono::microseconds(0)
+                : std::chrono::microseconds(static_cast<int64_t>(flags_.interval_ms * 1000)));
+    const int port = path == Path::kDirect ? stub_->port()
+                     : path == Path::kHttp ? router_->http_port()
+                                           : router_->grpc_port();
+    const std::string tag = StrCat("p", ++phase_count_);
+    struct Stream {
+      // Kept until the figures are taken, so that tearing down connections is not counted.
+      std::unique_ptr<StreamClient> client;
+      std::vector<std::pair<std::string, std::vector<Clock::time_point>>> requests;
+      int64_t calls = 0;  // warm-up included: what the stub will have seen end
+      std::vector<std::string> errors;
+    };
+    std::vector<Stream> out(static_cast<size_t>(streams));
+    std::latch ready(streams + 1);
+    std::latch go(1);
+    std::vector<std::thread> threads;
+    for (int s = 0; s < streams; ++s) {
+      threads.emplace_back([&, s] {
+        Stream& st = out[static_cast<size_t>(s)];
+        absl::StatusOr<std::unique_ptr<StreamClient>> client =
+            MakeStreamClient(path, port, expected_, {.http_quickack = flags_.http_quickack});
+        // Connection set-up and first-call costs stay out of the figures.
+        if (client.ok()) {
+          st.client = *std::move(client);
+          std::vector<Clock::time_point> ignored;
+          ++st.calls;
+          absl::Status w =
+              st.client->Run(StrCat(tag, "-s", s, "-w"), std::min(4, flags_.tokens), &ignored);
+          if (!w.ok()) st.errors.push_back(std::string(w.message()));
+        } else {
+          st.errors.push_back(std::string(client.status().message()));
+        }
+        ready.arrive_and_wait();
+        go.wait();
+        if (!st.errors.empty()) return;
+        const Clock::time_point deadline =
+            Clock::now() +
+            std::chrono::microseconds(static_cast<int64_t>(flags_.ceiling_seconds * 1e6));
+        for (int k = 0;; ++k) {
+          if (ceiling ? (k > 0 && Clock::now() >= deadline) : k >= flags_.requests) break;
+          st.requests.emplace_back(StrCat(tag, "-s", s, "-r", k), std::vector<Clock::time_point>());
+          auto& [id, received] = st.requests.back();
+          received.reserve(static_cast<size_t>(flags_.tokens));
+          ++st.calls;
+          absl::Status r = st.client->Run(id, flags_.tokens, &received);
+          if (!r.ok()) {
+            st.errors.push_back(std::string(r.message()));
+            break;
+          }
+        }
+      });
+    }
+    ready.arrive_and_wait();
+    const Usage usage0 = ProcessUsage();
+    const Clock::time_point t0 = Clock::now();
+    go.count_down();
+    for (std::thread& t : threads) t.join();
+    p.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    const Usage usage1 = ProcessUsage();
+    p.cpu_s = usage1.cpu_s - usage0.cpu_s;
+    p.switches = usage1.switches - usage0.switches;
+
+    int64_t calls = 0;
+    for (const Stream& st : out) {
+      calls += st.calls;
+      for (const std::string& e : st.errors) AddError(p, e);
+    }
+    absl::Status waited = stub_->WaitForRequests(calls, absl::Seconds(10));
+    if (!waited.ok()) AddError(p, std::string(waited.message()));
+    auto writes = stub_->TakeAll();
+    std::vector<double> added_us;
+    for (const Stream& st : out) {
+      for (const auto& [id, received] : st.requests) {
+        ++p.requests;
+        p.events += static_cast<int64_t>(received.size());
+        auto it = writes.find(id);
+        if (it == writes.end()) {
+          AddError(p, StrCat("the stub has no record of request ", id));
+          continue;
+        }
+        if (it->second.size() != received.size()) {
+          AddError(p, StrCat("request ", id, ": the stub wrote ", it->second.size(),
+                             " events, the client read ", received.size()));
+          continue;
+        }
+        for (size_t i = 0; i < received.size(); ++i) {
+          added_us.push_back(
+              std::chrono::duration<double, std::micro>(received[i] - it->second[i]).count());
+        }
+      }
+    }
+    p.latency = Summarize(std::move(added_us));
+    return p;
+  }
+
+ private:
+  static void AddError(Phase& p, std::string e) {
+    if (p.errors.size() < 5) p.errors.push_back(std::move(e));
+  }
+
+  const Flags& flags_;
+  StubWorker* stub_;
+  router::RouterServer* router_;
+  const ExpectedStream* expected_;
+  int phase_count_ = 0;
+};
+
+const Phase* Find(const std::vector<Phase>& phases, Path path, int streams, bool ceiling) {
+  for (const Phase& p : phases) {
+    if (p.path == path && p.streams == streams && p.ceiling == ceiling) return &p;
+  }
+  return nullptr;
+}
+
+void PrintOverhead(const Flags& f, const std::vector<Phase>& phases) {
+  std::printf(
+      "\noverhead: the stub writes one token every %.3g ms%s; added latency = client read - "
+      "stub write (us)\n",
+      f.interval_ms, f.aligned ? ", all streams on the same tick" : " per stream");
+  std::printf("%-7s %7s %8s %9s %8s %8s %8s %9s %10s %6s %6s %6s\n", "path", "streams", "events",
+              "offered/s", "p50", "p99", "mean", "max", "cpu us/ev", "csw/ev", "cores", "load");
+  for (const Phase& p : phases) {
+    if (p.ceiling) continue;
+    const double offered = p.streams * 1000.0 / f.interval_ms;
+    const Phase* ceil = Find(phases, p.path, p.streams, true);
+    const std::string load =
+        ceil != nullptr && ceil->events_per_s() > 0
+            ? StrCat(static_cast<int>(100 * offered / ceil->events_per_s()), "%")
+            : "-";
+    std::printf("%-7s %7d %8lld %9.0f %8.0f %8.0f %8.0f %9.0f %10.1f %6.1f %6.2f %6s\n",
+                std::string(PathName(p.path)).c_str(), p.streams, static_cast<long long>(p.events),
+                offered, p.latency.p50_us, p.latency.p99_us, p.latency.mean_us, p.latency.max_us,
+                p.cpu_us_per_event(), p.switches_per_event(), p.cores_busy(), load.c_str());
+  }
+  std::printf(
+      "(load: offered events/s as a share of the same path's ceiling at that stream "
+      "count, when measured)\n");
+  std::printf("router share = path - direct (us):\n");
+  for (const Phase& p : phases) {
+    if (p.ceiling || p.path == Path::kDirect) continue;
+    const Phase* d = Find(phases, Path::kDirect, p.streams, false);
+    if (d == nullptr) continue;
+    std::printf("  %-5s %3d streams: p50 %+7.0f  p99 %+7.0f  mean %+7.0f  cpu/ev %+7.1f\n",
+                std::string(PathName(p.path)).c_str(), p.streams,
+                p.latency.p50_us - d->latency.p50_us, p.latency.p99_us - d->latency.p99_us,
+                p.latency.mean_us - d->latency.mean_us,
+                p.cpu_us_per_event() - d->cpu_us_per_event());
+  }
+}
+
+void PrintCeiling(const std::vector<Phase>& phases) {
+  std::printf("\nceiling: the stub writes as fast as gRPC takes; content events read per second\n");
+  std::printf("%-7s %7s %9s %10s %9s %10s %6s %6s\n", "path", "streams", "events", "tokens/s",
+              "vs direct", "cpu us/ev", "csw/ev", "cores");
+  for (const Phase& p : phases) {
+    if (!p.ceiling) continue;
+    const Phase* d = Find(phases, Path::kDirect, p.streams, true);
+    char ratio[16] = "-";
+    if (d != nullptr && d->events_per_s() > 0) {
+      std::snprintf(ratio, sizeof(ratio), "%.2f", p.events_per_s() / d->events_per_s());
+    }
+    std::printf("%-7s %7d %9lld %10.0f %9s %10.1f %6.1f %6.2f\n",
+                std::string(PathName(p.path)).c_str(), p.streams, static_cast<long long>(p.events),
+                p.events_per_s(), ratio, p.cpu_us_per_event(), p.switches_per_event(),
+                p.cores_busy());
+  }
+}
+
+// The target: under target_p99_us added per token event at target_streams.
+// Returns false when a measured path misses it.
+bool PrintTarget(const Flags& f, const std::vector<Phase>& phases) {
+  bool all = true;
+  std::printf("\ntarget: p99 added latency per token event < %.0f us at %d streams\n",
+              f.target_p99_us, f.target_streams);
+  for (Path path : {Path::kHttp, Path::kGrpc}) {
+    const Phase* p = Find(phases, path, f.target_streams, false);
+    if (p == nullptr) {
+      std::printf("  %-5s not measured (--mode overhead and --streams with %d)\n",
+                  std::string(PathName(path)).c_str(), f.target_streams);
+      continue;
+    }
+    const bool pass = p->latency.count > 0 && p->latency.p99_us < f.target_p99_us;
+    all = all && pass;
+    std::printf("  %-5s p99 %.0f us: %s\n", std::string(PathName(path)).c_str(), p->latency.p99_us,
+                pass ? "PASS" : "FAIL");
+  }
+  return all;
+}
+
+nlohmann::json ToJson(const Phase& p) {
+  return {{"path", PathName(p.path)},
+          {"mode", p.ceiling ? "ceiling" : "overhead"},
+          {"streams", p.streams},
+          {"requests", p.requests},
+          {"events", p.events},
+          {"wall_s", p.wall_s},
+          {"cpu_s", p.cpu_s},
+          {"events_per_s", p.events_per_s()},
+          {"cpu_us_per_event", p.cpu_us_per_event()},
+          {"context_switches_per_event", p.switches_per_event()},
+          {"added_us",
+           {{"p50", p.latency.p50_us},
+            {"p99", p.latency.p99_us},
+            {"mean", p.latency.mean_us},
+            {"max", p.latency.max_us}}},
+          {"errors", p.errors}};
+}
+
+int Main(int argc, char** argv) {
+  Flags f;
+  CLI::App app{
+      "frontdoor_bench: the router's added latency per token event and its throughput "
+      "ceiling, against a stub worker in the same process (docs/perf/frontdoor.md)"};
+  app.add_option("--streams", f.streams, "concurrent streams in overhead mode (comma list)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--ceiling-streams", f.ceiling_streams,
+                 "concurrent streams in ceiling mode (comma list)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 1024))
+      ->capture_default_str();
+  app.add_option("--tokens-per-request", f.tokens, "token events per request (max_tokens)")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--requests-per-stream", f.requests,
+                 "requests each stream sends, one after another, in overhead mode")
+      ->check(CLI::Range(1, 100000))
+      ->capture_default_str();
+  app.add_option("--interval-ms", f.interval_ms, "overhead mode: time between a stream's tokens")
+      ->check(CLI::Range(0.01, 10000.0))
+      ->capture_default_str();
+  app.add_option("--ceiling-seconds", f.ceiling_seconds,
+                 "ceiling mode: each stream starts requests for this long")
+      ->check(CLI::Range(0.01, 3600.0))
+      ->capture_default_str();
+  app.add_option("--mode", f.mode, "what to measure")
+      ->check(CLI::IsMember({"overhead", "ceiling", "both"}))
+      ->capture_default_str();
+  app.add_option("--model-dir", f.model_dir, "the tokenizer the router loads")
+      ->capture_default_str();
+  app.add_option("--json", f.json, "also write the results here");
+  app.add_option("--target-streams", f.target_streams, "stream count the target applies to")
+      ->capture_default_str();
+  app.add_option("--target-p99-us", f.target_p99_us, "target p99 added latency per event")
+      ->capture_default_str();
+  app.add_flag("--require-target", f.require_target,
+               "exit non-zero when the target is missed (off: CI timing is noisy)");
+  app.add_option("--paths", f.paths, "which paths to measure (comma list)")
+      ->delimiter(',')
+      ->check(CLI::IsMember({"direct", "http", "grpc"}))
+      ->capture_default_str();
+  app.add_flag("--aligned", f.aligned,
+               "overhead mode: every stream's token at the same tick, as a batching engine "
+               "emits a step's tokens together (default: each stream on its own clock)");
+  app.add_flag("--http-quickack", f.http_quickack,
+               "diagnosis: the HTTP clients re-arm TCP_QUICKACK after every read, so that a "
+               "server without TCP_NODELAY is not held up by delayed ACKs");
+  CLI11_PARSE(app, argc, argv);
+
+  auto fail = [](const absl::Status& s) {
+    std::fprintf(stderr, "frontdoor_bench: %s\n", std::string(s.message()).c_str());
+    return 2;
+  };
+  absl::StatusOr<tokenizer::TokenizerFiles> files = tokenizer::LoadTokenizerFiles(f.model_dir);
+  if (!files.ok()) return fail(files.status());
+  std::vector<int32_t> words;
+  absl::StatusOr<ExpectedStream> expected = ChooseTokens(files->tokenizer, f.tokens, &words);
+  if (!expected.ok()) return fail(expected.status());
+  absl::StatusOr<std::unique_ptr<StubWorker>> stub = StubWorker::Start(
+      words, std::max<int64_t>(4096, f.tokens + 64), files->tokenizer->vocab_size());
+  if (!stub.ok()) return fail(stub.status());
+  router::RouterOptions options;
+  options.worker = (*stub)->address();
+  options.tokenizer = f.model_dir;
+  options.http_port = 0;
+  options.grpc_port = 0;
+  options.worker_wait = absl::Seconds(10);
+  absl::StatusOr<std::unique_ptr<router::RouterServer>> router =
+      router::RouterServer::Start(options);
+  if (!router.ok()) return fail(router.status());
+
+  const std::string load_before = LoadAverage();
+  std::printf("frontdoor_bench: %u hardware threads, load average %s; %d tokens/request%s\n",
+              std::thread::hardware_concurrency(), load_before.c_str(), f.tokens,
+              f.http_quickack ? "; HTTP clients with TCP_QUICKACK" : "");
+  Bench bench(f, stub->get(), router->get(), &*expected);
+  std::vector<Phase> phases;
+  auto run_all = [&](const std::vector<int>& counts, bool ceiling) {
+    for (int streams : counts) {
+      // Back to back per stream count, so that a change in background load hits the
+      // baseline and the router paths alike.
+      for (Path path : {Path::kDirect, Path::kHttp, Path::kGrpc}) {
+        if (std::find(f.paths.begin(), f.paths.end(), PathName(path)) == f.paths.end()) continue;
+        phases.push_back(bench.Run(path, streams, ceiling));
+        const Phase& p = phases.back();
+        std::fprintf(stderr, "  %s %s %d streams: %lld events in %.2f s%s\n",
+                     ceiling ? "ceiling" : "overhead", std::string(PathName(path)).c_str(), streams,
+                     static_cast<long long>(p.events), p.wall_s,
+                     p.errors.empty() ? "" : " (errors)");
+      }
+    }
+  };
+  if (f.mode != "ceiling") run_all(f.streams, false);
+  if (f.mode != "overhead") run_all(f.ceiling_streams, true);
+  const std::string load_after = LoadAverage();
+  (*router)->Shutdown(absl::ZeroDuration());
+  (*stub)->Shutdown();
+
+  if (f.mode != "ceiling") PrintOverhead(f, phases);
+  if (f.mode != "overhead") PrintCeiling(phases);
+  const bool target_met = f.mode == "ceiling" || PrintTarget(f, phases);
+  std::printf("load average before %s, after %s\n", load_before.c_str(), load_after.c_str());
+
+  bool ok = true;
+  for (const Phase& p : phases) {
+    for (const std::string& e : p.errors) {
+      ok = false;
+      std::fprintf(stderr, "ERROR %s %s %d streams: %s\n", p.ceiling ? "ceiling" : "overhead",
+                   std::string(PathName(p.path)).c_str(), p.streams, e.c_str());
+    }
+    if (p.events == 0) {
+      ok = false;
+      std::fprintf(stderr, "ERROR %s %d streams: no events\n",
+                   std::string(PathName(p.path)).c_str(), p.streams);
+    }
+  }
+  if (!f.json.empty()) {
+    nlohmann::json j = {{"interval_ms", f.interval_ms},
+                        {"http_quickack", f.http_quickack},
+                        {"aligned", f.aligned},
+                        {"tokens_per_request", f.tokens},
+                        {"requests_per_stream", f.requests},
+                        {"ceiling_seconds", f.ceiling_seconds},
+                        {"hardware_threads", std::thread::hardware_concurrency()},
+                        {"load_average_before", load_before},
+                        {"load_average_after", load_after},
+                        {"target_p99_us", f.target_p99_us},
+                        {"target_streams", f.target_streams},
+                        {"target_met", target_met},
+                        {"ok", ok},
+                        {"phases", nlohmann::json::array()}};
+    for (const Phase& p : phases) j["phases"].push_back(ToJson(p));
+    std::ofstream out(f.json);
+    out << j.dump(2) << "\n";
+    if (!out) {
+      std::fprintf(stderr, "frontdoor_bench: cannot write %s\n", f.json.c_str());
+      return 2;
+    }
+  }
+  if (!ok) return 1;
+  if (f.require_target && !target_met) return 3;
+  return 0;
+}
+
+}  // namespace
+}  // namespace baton::bench
+
+int main(int argc, char** argv) { return baton::bench::Main(argc, argv); }

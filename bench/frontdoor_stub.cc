@@ -1,0 +1,148 @@
+#include "bench/frontdoor_stub.h"
+
+#include <thread>
+#include <utility>
+
+#include "baton/internal/v1/worker.grpc.pb.h"
+#include "common/strings.h"
+
+namespace baton::bench {
+namespace {
+
+namespace pb = ::baton::internal::v1;
+
+// Bounds what one request may ask of the stub, as the real worker bounds its inputs.
+constexpr int64_t kMaxTokens = int64_t{1} << 20;
+
+}  // namespace
+
+class StubWorker::Service final : public pb::Worker::Service {
+ public:
+  Service(StubWorker* owner, int64_t max_model_len, int32_t vocab_size)
+      : owner_(owner), max_model_len_(max_model_len), vocab_size_(vocab_size) {}
+
+  grpc::Status Generate(grpc::ServerContext*, const pb::GenerateRequest* req,
+                        grpc::ServerWriter<pb::GenerateResponse>* writer) override {
+    const int64_t n = req->params().has_max_tokens() ? req->params().max_tokens() : 16;
+    if (n < 1 || n > kMaxTokens) {
+      return grpc::Status(grpc::StatusCode::INVALID_ARGUMENT,
+                          StrCat("max_tokens is ", n, "; the stub takes 1 to ", kMaxTokens));
+    }
+    const std::vector<int32_t>& ids = owner_->token_ids_;
+    const auto interval = std::chrono::microseconds(owner_->interval_us_.load());
+    const bool aligned = owner_->aligned_.load();
+    std::vector<Clock::time_point> writes;
+    writes.reserve(static_cast<size_t>(n));
+    Clock::time_point next = Clock::now();
+    pb::GenerateResponse msg;
+    for (int64_t i = 0; i < n; ++i) {
+      if (interval.count() > 0) {
+        const Clock::time_point now = Clock::now();
+        if (aligned) {
+          // The next tick of one clock that every call shares: a batching engine emits
+          // each step's tokens for all its sequences at once.
+          next = owner_->epoch_ + ((now - owner_->epoch_) / interval + 1) * interval;
+        } else {
+          // A fixed rate per call; a late wake-up shifts the rest instead of bursting to
+          // catch up, since a real engine step that runs late does not emit two tokens.
+          next += interval;
+          if (next < now) next = now;
+        }
+        if (next > now) std::this_thread::sleep_until(next);
+      }
+      msg.Clear();
+      msg.add_token_ids(ids[static_cast<size_t>(i) % ids.size()]);
+      // Like the real worker: usage with the prompt on the first event and on the last.
+      if (i == 0 || i == n - 1) msg.mutable_usage()->set_prompt_tokens(req->prompt_ids_size());
+      if (i == n - 1) {
+        msg.set_finished(true);
+        msg.set_finish_reason("length");
+        msg.mutable_usage()->set_completion_tokens(n);
+      }
+      // Stamped before the write, where a real worker has its token: the cost of sending
+      // it belongs to the path being measured.
+      writes.push_back(Clock::now());
+      if (!writer->Write(msg)) {
+        owner_->Record(req->request_id(), std::move(writes));
+        return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
+      }
+    }
+    owner_->Record(req->request_id(), std::move(writes));
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetStats(grpc::ServerContext*, const pb::GetStatsRequest*,
+                        pb::GetStatsResponse*) override {
+    return grpc::Status::OK;
+  }
+
+  grpc::Status GetModelInfo(grpc::ServerContext*, const pb::GetModelInfoRequest*,
+                            pb::GetModelInfoResponse* out) override {
+    out->set_model_id("stub");
+    out->set_architecture("stub");
+    out->set_max_model_len(max_model_len_);
+    out->set_vocab_size(vocab_size_);
+    out->set_block_size(16);
+    out->add_eos_token_ids(2);
+    return grpc::Status::OK;
+  }
+
+ private:
+  StubWorker* owner_;
+  int64_t max_model_len_;
+  int32_t vocab_size_;
+};
+
+absl::StatusOr<std::unique_ptr<StubWorker>> StubWorker::Start(std::vector<int32_t> token_ids,
+                                                              int64_t max_model_len,
+                                                              int32_t vocab_size) {
+  if (token_ids.empty()) return absl::InvalidArgumentError("the stub needs token ids to emit");
+  std::unique_ptr<StubWorker> s(new StubWorker());
+  s->token_ids_ = std::move(token_ids);
+  s->service_ = std::make_unique<Service>(s.get(), max_model_len, vocab_size);
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &s->port_);
+  builder.RegisterService(s->service_.get());
+  s->server_ = builder.BuildAndStart();
+  if (s->server_ == nullptr || s->port_ == 0) {
+    return absl::UnavailableError("the stub worker cannot listen on 127.0.0.1");
+  }
+  return s;
+}
+
+StubWorker::~StubWorker() { Shutdown(); }
+
+std::string StubWorker::address() const { return StrCat("127.0.0.1:", port_); }
+
+void StubWorker::Shutdown() {
+  if (server_ == nullptr) return;
+  server_->Shutdown(std::chrono::system_clock::now());
+  server_.reset();
+}
+
+void StubWorker::Record(const std::string& request_id, std::vector<Clock::time_point> writes) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    writes_[request_id] = std::move(writes);
+    ++ended_calls_;
+  }
+  ended_.notify_all();
+}
+
+absl::Status StubWorker::WaitForRequests(int64_t count, absl::Duration timeout) {
+  std::unique_lock<std::mutex> lock(mu_);
+  if (!ended_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
+                       [&] { return ended_calls_ >= count; })) {
+    return absl::DeadlineExceededError(StrCat("the stub saw ", ended_calls_, " of ", count,
+                                              " calls end within ", absl::FormatDuration(timeout)));
+  }
+  return absl::OkStatus();
+}
+
+std::unordered_map<std::string, std::vector<Clock::time_point>> StubWorker::TakeAll() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ended_calls_ = 0;
+  return std::exchange(writes_, {});
+}
+
+}  // namespace baton::bench
