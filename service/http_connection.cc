@@ -297,6 +297,10 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
     const bool head = message.method() == http::verb::head;
     const unsigned version = message.version();
     HttpRequest request = ToHttpRequest(std::move(message));
+    if (FieldsTooLarge(request, options)) {
+      AnswerReadError(stream, http::error::header_limit, true, options);
+      return;
+    }
     request.remote = remote;
     ConnectionResponder responder(stream, version, keep_alive, head, stopping);
     try {

@@ -52,7 +52,11 @@ absl::StatusOr<HttpRequest> ParseHttpRequest(std::string_view bytes,
             StrCat("malformed HTTP request: incomplete after ", bytes.size(), " bytes"));
       }
     }
-    return http_internal::ToHttpRequest(parser.release());
+    HttpRequest request = http_internal::ToHttpRequest(parser.release());
+    if (http_internal::FieldsTooLarge(request, limits)) {
+      return http_internal::ParseErrorStatus(http::error::header_limit, limits);
+    }
+    return request;
   } catch (const std::exception& e) {
     // Beast reports parse errors through error codes; this is allocation failure and the like.
     return absl::InternalError(StrCat("parsing HTTP request: ", e.what()));

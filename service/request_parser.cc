@@ -27,6 +27,12 @@ bool HeaderTooLarge(size_t header_bytes, const HttpServerOptions& limits) {
   return header_bytes > limits.max_header_bytes;
 }
 
+bool FieldsTooLarge(const HttpRequest& request, const HttpServerOptions& limits) {
+  size_t bytes = request.method.size() + request.target.size();
+  for (const auto& [name, value] : request.headers) bytes += name.size() + value.size();
+  return bytes > limits.max_header_bytes;
+}
+
 HttpRequest ToHttpRequest(http::request<http::string_body>&& message) {
   HttpRequest out;
   auto method = message.method_string();

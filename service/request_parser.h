@@ -21,6 +21,9 @@ void ConfigureParser(RequestParser& parser, const HttpServerOptions& limits);
 // Beast applies its header limit to the request line and to the fields separately, so a
 // header of up to twice the limit gets through it. Checked again once the header is parsed.
 bool HeaderTooLarge(size_t header_bytes, const HttpServerOptions& limits);
+// Chunked trailers are merged into the fields after the body, past both checks above; the
+// request's method, target and every field together must also fit the header limit.
+bool FieldsTooLarge(const HttpRequest& request, const HttpServerOptions& limits);
 HttpRequest ToHttpRequest(boost::beast::http::request<boost::beast::http::string_body>&& message);
 // The Status for a Beast parse error (header_limit, body_limit or anything else).
 absl::Status ParseErrorStatus(const boost::system::error_code& ec, const HttpServerOptions& limits);
