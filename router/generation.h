@@ -1,119 +1,105 @@
 // One client request as the router runs it: `n` sequences on a worker, each streamed
-// back as token ids that the router turns into text (incremental detokenization, stop
-// strings). A stop string ends its sequence in the router, which then cancels it in
-// the worker; EOS, stop ids and max_tokens end it in the worker.
+// back as token ids that the router turns into text (ChoiceDecoder: incremental
+// detokenization, stop strings). A stop string ends its sequence in the router, which then
+// cancels it in the worker; EOS, stop ids and max_tokens end it in the worker.
 //
+// The worker's streams are read by gRPC callback reactors, so no router thread waits per
+// token. Two ways to consume the deltas:
+//
+//   // Push: callbacks on gRPC threads; deltas one at a time, then on_done once.
+//   auto gen = Generation::Start(&worker, tokenizer, request, {on_delta, on_done});
+//
+//   // Pull: a thread blocks for each delta (simple callers and tests).
 //   BATON_ASSIGN_OR_RETURN(auto gen, Generation::Start(&worker, tokenizer, request));
 //   ChoiceDelta d;
 //   while (gen->Next(&d)) Send(d);          // deltas of all choices, interleaved
 //   if (!gen->status().ok()) ...             // the first failure ends every choice
 //
 // Cancel() (any thread) stops every sequence in the worker at once; the destructor does
-// too, so a handler that returns early leaves nothing running.
+// too, and waits until every worker stream has ended.
 #pragma once
 
-#include <chrono>
-#include <cstdint>
+#include <condition_variable>
+#include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
-#include <optional>
-#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "baton/internal/v1/worker.grpc.pb.h"
+#include "router/choice_decoder.h"
+#include "router/generation_types.h"
 #include "router/worker_client.h"
-#include "tokenizer/detokenizer.h"
-#include "tokenizer/stop_strings.h"
 #include "tokenizer/tokenizer.h"
 
 namespace baton::router {
 
-struct GenerationRequest {
-  std::string request_id;  // choice i runs in the worker as "<request_id>-<i>"
-  std::vector<int32_t> prompt_ids;
-  // Everything the worker applies: sampling, max_tokens, stop ids, EOS, logprobs. Stop
-  // strings are the router's (below); params.stop must be empty.
-  baton::internal::v1::SamplingParams params;
-  std::vector<std::string> stop;
-  bool include_stop_str_in_output = false;
-  bool skip_special_tokens = true;
-  int n = 1;  // choice i > 0 with a seed uses seed + i, so the choices differ
-  int priority = 0;
-  std::string cache_salt;
-  std::optional<std::chrono::system_clock::time_point> deadline;
-};
+// The worker's request for choice `choice` of `request` (the router keeps the stop
+// strings; a seed moves by the choice index so that the choices differ).
+absl::StatusOr<baton::internal::v1::GenerateRequest> WorkerRequest(const GenerationRequest& request,
+                                                                   int choice);
 
-struct TopLogprob {
-  int32_t token_id = 0;
-  std::string token;  // the token's bytes (may be part of a UTF-8 character)
-  float logprob = 0;
-};
-
-struct TokenLogprob {
-  int32_t token_id = 0;
-  std::string token;
-  float logprob = 0;
-  std::vector<TopLogprob> top;
-};
-
-struct ChoiceDelta {
-  int index = 0;
-  std::vector<int32_t> token_ids;
-  std::string text;  // final text: never a broken UTF-8 sequence or a stop string
-  std::vector<TokenLogprob> logprobs;
-  bool finished = false;
-  // On the final delta of a choice:
-  std::string finish_reason;             // "stop" or "length"
-  std::string stop_reason;               // the stop string, or the stop token id; empty for EOS
-  std::optional<int32_t> stop_token_id;  // set when a stop id (not a string) ended it
-  int64_t prompt_tokens = 0;
-  int64_t cached_tokens = 0;
-  int64_t completion_tokens = 0;
-  double queue_seconds = 0;                // worker: arrival to first scheduled
-  double time_to_first_token_seconds = 0;  // worker: arrival to first token
-  int num_preemptions = 0;
+struct GenerationCallbacks {
+  // Never concurrent with itself. It must not block: it runs on a gRPC thread.
+  std::function<void(const ChoiceDelta&)> on_delta;
+  // Once, after the last on_delta: OK when every choice finished, else the first failure.
+  // It must not destroy the Generation (the destructor waits for it to return).
+  std::function<void(const absl::Status&)> on_done;
 };
 
 class Generation {
  public:
+  // Pull mode: use Next().
   static absl::StatusOr<std::unique_ptr<Generation>> Start(
       WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
       GenerationRequest request);
+  // Push mode. The callbacks may run before Start returns.
+  static absl::StatusOr<std::unique_ptr<Generation>> Start(
+      WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+      GenerationRequest request, GenerationCallbacks callbacks);
   ~Generation();
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
 
-  // Blocks for the next delta of any choice. False once every choice has finished, or
-  // when one failed (status() says why; the others are cancelled).
+  // Pull mode: blocks for the next delta of any choice. False once every choice has
+  // finished, or when one failed (status() says why; the others are cancelled).
   bool Next(ChoiceDelta* out);
-  absl::Status status() const { return status_; }
-  // Thread-safe: cancels every sequence in the worker; Next then returns false with
+  // Final once done (after on_done, or once Next returned false).
+  absl::Status status() const;
+  // Thread-safe: cancels every sequence in the worker; the generation then ends with
   // Cancelled (unless everything had finished).
   void Cancel();
 
  private:
-  struct Choice;
+  class Leg;
   Generation(WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
-             GenerationRequest request);
-  // Turns one worker message into a delta; false when it carries nothing to send.
-  bool Process(Choice& c, const baton::internal::v1::GenerateResponse& msg, ChoiceDelta* out);
+             GenerationRequest request, GenerationCallbacks callbacks);
+  absl::Status StartLegs();
+  void OnRead(Leg& leg, bool ok);
+  void OnLegDone(Leg& leg, const grpc::Status& s);
   void Fail(absl::Status status);
   void CancelAll();
-  bool WasCancelled();
-  void Drain();
 
   WorkerClient* worker_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   GenerationRequest request_;
-  grpc::CompletionQueue cq_;
-  std::vector<std::unique_ptr<Choice>> choices_;
-  int pending_ops_ = 0;  // operations started on cq_ and not yet returned
-  int open_choices_ = 0;
+  GenerationCallbacks callbacks_;
+  std::vector<std::unique_ptr<Leg>> legs_;  // fixed once started
+
+  std::mutex deliver_mu_;  // serializes on_delta
+
+  mutable std::mutex mu_;
+  std::condition_variable cv_;
   absl::Status status_;
-  std::mutex cancel_mu_;  // Cancel() may race the destructor's cancel
   bool cancelled_ = false;
+  int open_legs_ = 0;
+  bool started_ = false;  // the calls were started (set before any callback can run)
+  bool done_ = false;     // every leg ended; on_done was handed its status
+  // Pull mode's queue, filled by the push callbacks.
+  std::deque<ChoiceDelta> queue_;
+  bool pull_done_ = false;
 };
 
 }  // namespace baton::router

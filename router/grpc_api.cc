@@ -2,19 +2,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <thread>
 #include <utility>
 
 #include "common/status.h"
 #include "common/strings.h"
-#include "router/generation.h"
-#include "router/request_builder.h"
+#include "router/generate_call.h"
 #include "service/api_key.h"
 
 namespace baton::router {
 namespace {
 
 namespace pb = ::baton::v1;
-using Clock = std::chrono::steady_clock;
 
 grpc::Status ToGrpc(const absl::Status& s) {
   if (s.ok()) return grpc::Status::OK;
@@ -22,10 +21,6 @@ grpc::Status ToGrpc(const absl::Status& s) {
 }
 
 std::string CodeName(const absl::Status& s) { return absl::StatusCodeToString(s.code()); }
-
-double SecondsSince(Clock::time_point t) {
-  return std::chrono::duration<double>(Clock::now() - t).count();
-}
 
 absl::Status CheckChat(const pb::ChatInput& chat, const ProtocolLimits& limits,
                        nlohmann::ordered_json* out) {
@@ -45,20 +40,13 @@ absl::Status CheckChat(const pb::ChatInput& chat, const ProtocolLimits& limits,
   return absl::OkStatus();
 }
 
-class GrpcApi final : public pb::Baton::Service {
- public:
-  explicit GrpcApi(GrpcApiContext c) : c_(std::move(c)) {}
+}  // namespace
 
-  grpc::Status Generate(grpc::ServerContext* ctx, const pb::GenerateRequest* req,
-                        grpc::ServerWriter<pb::GenerateResponse>* writer) override {
-    const Clock::time_point arrival = Clock::now();
-    c_.metrics->running().Increment();
-    absl::Status s = RunGenerate(ctx, *req, writer, arrival);
-    c_.metrics->running().Decrement();
-    c_.metrics->CountRequest("grpc", "Generate", CodeName(s));
-    c_.metrics->ObserveRequestSeconds("Generate", SecondsSince(arrival));
-    return ToGrpc(s);
-  }
+// Generate runs on completion queues (generate_call.h); the unary methods are plain sync
+// handlers.
+class GrpcApi::Service final : public AsyncGenerateService {
+ public:
+  explicit Service(const GrpcApiContext* c) : c_(*c) {}
 
   grpc::Status Tokenize(grpc::ServerContext* ctx, const pb::TokenizeRequest* req,
                         pb::TokenizeResponse* out) override {
@@ -92,20 +80,7 @@ class GrpcApi final : public pb::Baton::Service {
   }
 
  private:
-  absl::Status CheckAuth(grpc::ServerContext* ctx) const {
-    if (c_.api_key.empty()) return absl::OkStatus();
-    const auto& md = ctx->client_metadata();
-    auto it = md.find("authorization");
-    if (it == md.end()) {
-      return absl::UnauthenticatedError(
-          "missing API key: send metadata 'authorization: Bearer <key>'");
-    }
-    if (!service::BearerTokenMatches(std::string_view(it->second.data(), it->second.size()),
-                                     c_.api_key)) {
-      return absl::UnauthenticatedError("incorrect API key in 'authorization' metadata");
-    }
-    return absl::OkStatus();
-  }
+  absl::Status CheckAuth(grpc::ServerContext* ctx) const { return CheckApiKey(*ctx, c_.api_key); }
 
   void FillCard(pb::ModelCard* card) const {
     const auto& info = c_.model->worker_info();
@@ -117,85 +92,6 @@ class GrpcApi final : public pb::Baton::Service {
     card->set_block_size(info.block_size());
     card->set_architecture(info.architecture());
     card->mutable_eos_token_ids()->CopyFrom(info.eos_token_ids());
-  }
-
-  absl::Status RunGenerate(grpc::ServerContext* ctx, const pb::GenerateRequest& req,
-                           grpc::ServerWriter<pb::GenerateResponse>* writer,
-                           Clock::time_point arrival) {
-    BATON_RETURN_IF_ERROR(CheckAuth(ctx));
-    BATON_ASSIGN_OR_RETURN(OpenAiRequest request, FromProto(req, c_.limits));
-    BATON_ASSIGN_OR_RETURN(BuiltRequest built, BuildRequest(request, *c_.model, "gen"));
-    // gRPC's "no deadline" is a time point centuries away; only a real one is passed on.
-    const auto deadline = ctx->deadline();
-    if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
-      built.generation.deadline = deadline;
-    }
-    const std::string request_id = built.generation.request_id;
-    BATON_ASSIGN_OR_RETURN(
-        std::unique_ptr<Generation> gen,
-        Generation::Start(c_.worker, c_.model->tokenizer(), std::move(built.generation)));
-    Generation* g = gen.get();
-    const uint64_t watch =
-        c_.watcher->Watch([ctx] { return ctx->IsCancelled(); }, [g] { g->Cancel(); });
-    absl::Status result = Stream(*g, request_id, built.tokenize_seconds, arrival, writer);
-    c_.watcher->Unwatch(watch);
-    if (!result.ok() && ctx->IsCancelled()) c_.metrics->CountClientCancel();
-    return result;
-  }
-
-  absl::Status Stream(Generation& gen, const std::string& request_id, double tokenize_seconds,
-                      Clock::time_point arrival, grpc::ServerWriter<pb::GenerateResponse>* writer) {
-    ChoiceDelta d;
-    bool first = true;
-    Clock::time_point last = arrival;
-    while (gen.Next(&d)) {
-      const Clock::time_point now = Clock::now();
-      if (!d.token_ids.empty()) {
-        if (first) {
-          c_.metrics->ObserveTimeToFirstToken(std::chrono::duration<double>(now - arrival).count());
-        } else {
-          c_.metrics->ObserveInterTokenSeconds(std::chrono::duration<double>(now - last).count());
-        }
-        first = false;
-        last = now;
-      }
-      pb::GenerateResponse out;
-      out.set_request_id(request_id);
-      out.mutable_token_ids()->Add(d.token_ids.begin(), d.token_ids.end());
-      out.set_text(d.text);
-      for (const TokenLogprob& lp : d.logprobs) {
-        pb::TokenLogprob* o = out.add_logprobs();
-        o->set_token_id(lp.token_id);
-        o->set_token(lp.token);
-        o->set_logprob(lp.logprob);
-        for (const TopLogprob& t : lp.top) {
-          pb::TopLogprob* top = o->add_top();
-          top->set_token_id(t.token_id);
-          top->set_token(t.token);
-          top->set_logprob(t.logprob);
-        }
-      }
-      if (d.finished) {
-        out.set_finished(true);
-        out.set_finish_reason(d.finish_reason);
-        out.set_stop_reason(d.stop_reason);
-        out.mutable_usage()->set_prompt_tokens(d.prompt_tokens);
-        out.mutable_usage()->set_cached_tokens(d.cached_tokens);
-        out.mutable_usage()->set_completion_tokens(d.completion_tokens);
-        pb::Timings* t = out.mutable_timings();
-        t->set_tokenize_seconds(tokenize_seconds);
-        t->set_queue_seconds(d.queue_seconds);
-        t->set_time_to_first_token_seconds(d.time_to_first_token_seconds);
-        t->set_total_seconds(SecondsSince(arrival));
-        t->set_num_preemptions(d.num_preemptions);
-        c_.metrics->AddTokens(d.prompt_tokens, d.cached_tokens, d.completion_tokens);
-      }
-      if (!writer->Write(out)) {
-        gen.Cancel();
-        return absl::CancelledError("the client went away");
-      }
-    }
-    return gen.status();
   }
 
   absl::Status RunTokenize(grpc::ServerContext* ctx, const pb::TokenizeRequest& req,
@@ -240,10 +136,8 @@ class GrpcApi final : public pb::Baton::Service {
     return absl::OkStatus();
   }
 
-  GrpcApiContext c_;
+  const GrpcApiContext& c_;
 };
-
-}  // namespace
 
 absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
                                         const ProtocolLimits& limits) {
@@ -328,8 +222,59 @@ absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
   return r;
 }
 
-std::unique_ptr<grpc::Service> MakeGrpcApi(GrpcApiContext context) {
-  return std::make_unique<GrpcApi>(std::move(context));
+absl::Status CheckApiKey(const grpc::ServerContextBase& ctx, const std::string& api_key) {
+  if (api_key.empty()) return absl::OkStatus();
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) {
+    return absl::UnauthenticatedError(
+        "missing API key: send metadata 'authorization: Bearer <key>'");
+  }
+  if (!service::BearerTokenMatches(std::string_view(it->second.data(), it->second.size()),
+                                   api_key)) {
+    return absl::UnauthenticatedError("incorrect API key in 'authorization' metadata");
+  }
+  return absl::OkStatus();
+}
+
+GrpcApi::GrpcApi(GrpcApiContext context, int generate_threads)
+    : context_(std::move(context)),
+      service_(std::make_unique<Service>(&context_)),
+      state_(std::make_unique<GenerateLoopState>()),
+      generate_threads_(std::max(1, generate_threads)) {}
+
+GrpcApi::~GrpcApi() { Stop(); }
+
+void GrpcApi::Register(grpc::ServerBuilder& builder) {
+  builder.RegisterService(service_.get());
+  for (int i = 0; i < generate_threads_; ++i) queues_.push_back(builder.AddCompletionQueue());
+}
+
+void GrpcApi::Start() {
+  for (auto& q : queues_) {
+    threads_.emplace_back(RunGenerateLoop, &context_, service_.get(), q.get(), state_.get());
+  }
+}
+
+void GrpcApi::Stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  state_->stopping.store(true);
+  // The server's Shutdown cancelled every call; their loops finish them. A queue may only
+  // shut down once no call can start another operation on it.
+  while (!threads_.empty() && state_->live_calls.load() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  for (auto& q : queues_) q->Shutdown();
+  for (std::thread& t : threads_) t.join();
+  threads_.clear();
+  // Each queue is drained before it goes away.
+  for (auto& q : queues_) {
+    void* tag = nullptr;
+    bool ok = false;
+    while (q->Next(&tag, &ok)) {
+    }
+  }
 }
 
 }  // namespace baton::router

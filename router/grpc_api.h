@@ -5,22 +5,25 @@
 
 #include <memory>
 #include <string>
+#include <thread>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "baton/v1/baton.grpc.pb.h"
+#include "grpcpp/server_builder.h"
 #include "router/openai_protocol.h"
 #include "router/router_metrics.h"
 #include "router/served_model.h"
 #include "router/worker_client.h"
-#include "service/cancel_watcher.h"
 
 namespace baton::router {
+
+struct GenerateLoopState;
 
 struct GrpcApiContext {
   ServedModel* model = nullptr;
   WorkerClient* worker = nullptr;
   RouterMetrics* metrics = nullptr;
-  service::CancelWatcher* watcher = nullptr;
   ProtocolLimits limits;
   std::string api_key;  // empty: no authentication
 };
@@ -29,6 +32,39 @@ struct GrpcApiContext {
 absl::StatusOr<OpenAiRequest> FromProto(const baton::v1::GenerateRequest& in,
                                         const ProtocolLimits& limits);
 
-std::unique_ptr<grpc::Service> MakeGrpcApi(GrpcApiContext context);
+// OK when no key is configured or the call's 'authorization' metadata carries it.
+absl::Status CheckApiKey(const grpc::ServerContextBase& ctx, const std::string& api_key);
+
+// The service and the threads that run Generate.
+//
+//   GrpcApi api(context);
+//   api.Register(builder);          // before BuildAndStart
+//   server = builder.BuildAndStart();
+//   api.Start();
+//   ...
+//   server->Shutdown(deadline);
+//   api.Stop();                     // after the server's Shutdown
+class GrpcApi {
+ public:
+  // `generate_threads`: loops (each with its own completion queue) that run Generate.
+  GrpcApi(GrpcApiContext context, int generate_threads);
+  ~GrpcApi();
+  GrpcApi(const GrpcApi&) = delete;
+  GrpcApi& operator=(const GrpcApi&) = delete;
+
+  void Register(grpc::ServerBuilder& builder);
+  void Start();
+  void Stop();
+
+ private:
+  class Service;
+  GrpcApiContext context_;
+  std::unique_ptr<Service> service_;
+  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
+  std::vector<std::thread> threads_;
+  std::unique_ptr<GenerateLoopState> state_;
+  int generate_threads_;
+  bool stopped_ = false;
+};
 
 }  // namespace baton::router

@@ -2,8 +2,11 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <ctime>
 #include <memory>
+#include <mutex>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -160,20 +163,19 @@ class Handler {
     absl::StatusOr<BuiltRequest> built =
         BuildRequest(request, *c_.model, chat ? "chatcmpl" : "cmpl");
     if (!built.ok()) return SendError(out, built.status());
-    const std::string id = built->generation.request_id;
-    absl::StatusOr<std::unique_ptr<Generation>> started =
-        Generation::Start(c_.worker, c_.model->tokenizer(), std::move(built->generation));
-    if (!started.ok()) return SendError(out, started.status());
-    Generation* gen = started->get();
-    c_.metrics->running().Increment();
-    const uint64_t watch =
-        c_.watcher->Watch([&out] { return out.PeerClosed(); }, [gen] { gen->Cancel(); });
-    Run run{request, id, static_cast<int64_t>(std::time(nullptr)), arrival, {}, {}, {}};
+    Run run{request,
+            built->generation.request_id,
+            static_cast<int64_t>(std::time(nullptr)),
+            arrival,
+            {},
+            {},
+            {}};
     run.last_token.assign(request.n, arrival);
     run.choices.resize(request.n);
     for (int i = 0; i < request.n; ++i) run.choices[i].index = i;
-    const int code = request.stream ? Stream(*gen, run, out) : Whole(*gen, run, out);
-    c_.watcher->Unwatch(watch);
+    c_.metrics->running().Increment();
+    const int code = request.stream ? Stream(std::move(built->generation), run, out)
+                                    : Whole(std::move(built->generation), run, out);
     c_.metrics->running().Decrement();
     return code;
   }
@@ -210,7 +212,13 @@ class Handler {
     }
   }
 
-  int Whole(Generation& gen, Run& run, HttpResponder& out) {
+  int Whole(GenerationRequest request, Run& run, HttpResponder& out) {
+    absl::StatusOr<std::unique_ptr<Generation>> started =
+        Generation::Start(c_.worker, c_.model->tokenizer(), std::move(request));
+    if (!started.ok()) return SendError(out, started.status());
+    Generation& gen = **started;
+    const uint64_t watch =
+        c_.watcher->Watch([&out] { return out.PeerClosed(); }, [&gen] { gen.Cancel(); });
     ChoiceDelta d;
     while (gen.Next(&d)) {
       Observe(run, d);
@@ -222,6 +230,7 @@ class Handler {
       }
       if (d.finished) SetFinish(d, &c);
     }
+    c_.watcher->Unwatch(watch);
     if (!gen.status().ok()) return Failed(gen.status(), out);
     c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
                           run.usage.completion_tokens);
@@ -242,51 +251,146 @@ class Handler {
     return SendError(out, status);
   }
 
-  int Stream(Generation& gen, Run& run, HttpResponder& out) {
+  // What a streamed response shares between the connection's thread and the gRPC
+  // threads that deliver deltas.
+  struct StreamState {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> early;  // events before the response started
+    bool started = false;            // events now go straight to the socket
+    bool need_flush = false;         // the socket did not take an event at once
+    bool client_gone = false;
+    bool done = false;
+    absl::Status status;
+    Generation* gen = nullptr;  // set before `started`
+    std::vector<bool> role_sent;
+    std::vector<int64_t> text_offset;
+  };
+
+  // Called with s.mu held.
+  std::string EventFor(StreamState& s, Run& run, const ChoiceDelta& d) {
     const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
+    Observe(run, d);
+    ChoiceOut c;
+    c.index = d.index;
+    c.text = d.text;
+    c.has_logprobs = run.request.logprobs.has_value();
+    if (c.has_logprobs) c.logprobs = ToLogprobs(d.logprobs);
+    c.text_offset = s.text_offset[d.index];
+    s.text_offset[d.index] += static_cast<int64_t>(d.text.size());
+    if (d.finished) SetFinish(d, &c);
+    const bool with_role = chat && !s.role_sent[d.index];
+    s.role_sent[d.index] = true;
+    return StrCat("data: ",
+                  chat ? ChatChunkJson(run.id, run.created, c_.model->name(), c, with_role)
+                       : CompletionChunkJson(run.id, run.created, c_.model->name(), c),
+                  "\n\n");
+  }
+
+  // Called with s.mu held, once the response has started.
+  static void Push(StreamState& s, HttpResponder& out, const std::string& event) {
+    if (s.client_gone) return;
+    switch (out.WriteChunkNoWait(event)) {
+      case HttpResponder::NoWait::kSent:
+        break;
+      case HttpResponder::NoWait::kQueued:
+        s.need_flush = true;
+        s.cv.notify_all();
+        break;
+      case HttpResponder::NoWait::kFailed:
+        s.client_gone = true;
+        s.gen->Cancel();
+        break;
+    }
+  }
+
+  // Each delta is written to the socket on the gRPC thread that read it from the worker,
+  // without waiting (WriteChunkNoWait), so a token crosses no router thread. This thread
+  // starts the response, sends what the socket did not take at once, and ends it.
+  int Stream(GenerationRequest request, Run& run, HttpResponder& out) {
+    StreamState s;
+    s.role_sent.assign(run.request.n, false);
+    s.text_offset.assign(run.request.n, 0);
+    GenerationCallbacks callbacks;
+    callbacks.on_delta = [this, &s, &run, &out](const ChoiceDelta& d) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      std::string event = EventFor(s, run, d);
+      if (s.started) {
+        Push(s, out, event);
+      } else {
+        s.early.push_back(std::move(event));
+        s.cv.notify_all();
+      }
+    };
+    callbacks.on_done = [&s](const absl::Status& status) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.done = true;
+      s.status = status;
+      s.cv.notify_all();
+    };
+    absl::StatusOr<std::unique_ptr<Generation>> started =
+        Generation::Start(c_.worker, c_.model->tokenizer(), std::move(request), callbacks);
+    if (!started.ok()) return SendError(out, started.status());
+    Generation* gen = started->get();
+    const uint64_t watch =
+        c_.watcher->Watch([&out] { return out.PeerClosed(); }, [gen] { gen->Cancel(); });
+    const int code = StreamResponse(s, *gen, run, out);
+    c_.watcher->Unwatch(watch);
+    return code;
+  }
+
+  int StreamResponse(StreamState& s, Generation& gen, Run& run, HttpResponder& out) {
     const std::string model = c_.model->name();
-    ChoiceDelta d;
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.cv.wait(lock, [&s] { return !s.early.empty() || s.done; });
     // Nothing is sent before the first delta, so that errors the worker reports at once
     // (a full queue, a bad parameter) still get their HTTP status.
-    if (!gen.Next(&d)) return Failed(gen.status(), out);
+    if (s.early.empty()) {
+      const absl::Status status = s.status;
+      lock.unlock();
+      return Failed(status, out);
+    }
+    lock.unlock();
     if (!out.StartStream(200, "text/event-stream",
                          {{"Cache-Control", "no-cache"}, {"X-Request-Id", run.id}})) {
       gen.Cancel();
       c_.metrics->CountClientCancel();
       return 499;
     }
-    std::vector<bool> role_sent(run.request.n, false);
-    std::vector<int64_t> text_offset(run.request.n, 0);
-    do {
-      Observe(run, d);
-      ChoiceOut c;
-      c.index = d.index;
-      c.text = d.text;
-      c.has_logprobs = run.request.logprobs.has_value();
-      if (c.has_logprobs) c.logprobs = ToLogprobs(d.logprobs);
-      c.text_offset = text_offset[d.index];
-      text_offset[d.index] += static_cast<int64_t>(d.text.size());
-      if (d.finished) SetFinish(d, &c);
-      const bool with_role = chat && !role_sent[d.index];
-      role_sent[d.index] = true;
-      const std::string json = chat ? ChatChunkJson(run.id, run.created, model, c, with_role)
-                                    : CompletionChunkJson(run.id, run.created, model, c);
-      if (!out.WriteChunk(StrCat("data: ", json, "\n\n"))) {
+    lock.lock();
+    s.gen = &gen;
+    for (const std::string& event : s.early) Push(s, out, event);
+    s.early.clear();
+    s.started = true;
+    for (;;) {
+      s.cv.wait(lock, [&s] { return s.need_flush || s.done; });
+      if (!s.need_flush) break;
+      s.need_flush = false;
+      lock.unlock();
+      const bool flushed = out.Flush();
+      lock.lock();
+      if (!flushed && !s.client_gone) {
+        s.client_gone = true;
         gen.Cancel();
-        c_.metrics->CountClientCancel();
-        return 499;
       }
-    } while (gen.Next(&d));
-    if (!gen.status().ok()) {
-      if (out.PeerClosed() || absl::IsCancelled(gen.status())) {
+    }
+    const bool client_gone = s.client_gone;
+    const absl::Status status = s.status;
+    lock.unlock();
+    if (client_gone) {
+      c_.metrics->CountClientCancel();
+      return 499;
+    }
+    if (!status.ok()) {
+      if (out.PeerClosed() || absl::IsCancelled(status)) {
         c_.metrics->CountClientCancel();
         return 499;
       }
       // The status line is gone; the error travels as an event, as vLLM sends it.
-      out.WriteChunk(StrCat("data: ", ErrorJson(ToApiError(gen.status())), "\n\n"));
+      out.WriteChunk(StrCat("data: ", ErrorJson(ToApiError(status)), "\n\n"));
       out.WriteChunk("data: [DONE]\n\n");
       out.EndStream();
-      return ToApiError(gen.status()).http_status;
+      return ToApiError(status).http_status;
     }
     c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
                           run.usage.completion_tokens);

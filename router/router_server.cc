@@ -38,16 +38,15 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     grpc_context.model = r->model_.get();
     grpc_context.worker = r->worker_.get();
     grpc_context.metrics = &r->metrics_;
-    grpc_context.watcher = r->watcher_.get();
     grpc_context.limits = options.limits;
     grpc_context.api_key = options.api_key;
-    r->grpc_api_ = MakeGrpcApi(grpc_context);
+    r->grpc_api_ = std::make_unique<GrpcApi>(grpc_context, options.grpc_generate_threads);
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     const std::string address = StrCat(options.host, ":", options.grpc_port);
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &r->grpc_port_);
-    builder.RegisterService(r->grpc_api_.get());
+    r->grpc_api_->Register(builder);
     // Requests are bounded by the HTTP body limit; gRPC gets the same bound.
     builder.SetMaxReceiveMessageSize(static_cast<int>(options.http.max_body_bytes));
     r->grpc_ = builder.BuildAndStart();
@@ -55,6 +54,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
       return absl::UnavailableError(StrCat("cannot listen for gRPC on ", address,
                                            "; is the port in use? Pick another with --grpc-port"));
     }
+    r->grpc_api_->Start();
     r->grpc_->GetHealthCheckService()->SetServingStatus("baton.v1.Baton", true);
   }
   return r;
@@ -68,6 +68,7 @@ void RouterServer::Shutdown(absl::Duration grace) {
   if (grpc_ != nullptr) {
     grpc_->GetHealthCheckService()->Shutdown();
     grpc_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
+    grpc_api_->Stop();
     grpc_.reset();
   }
   if (http_ != nullptr) {

@@ -1,11 +1,14 @@
 #include "service/http_connection.h"
 
 #include <poll.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <chrono>
 #include <exception>
+#include <mutex>
 #include <string>
 
 #include "boost/asio/buffer.hpp"
@@ -141,6 +144,7 @@ class ConnectionResponder final : public HttpResponder {
     if (state_ != State::kStreaming || failed_.load()) return false;
     // An empty chunk would read as the end of the body.
     if (data.empty() || head_) return true;
+    if (!Flush()) return false;  // what WriteChunkNoWait queued goes first
     beast::error_code ec;
     if (chunked_) {
       char size_line[24];
@@ -158,10 +162,54 @@ class ConnectionResponder final : public HttpResponder {
   bool EndStream() override {
     if (state_ != State::kStreaming || failed_.load()) return false;
     state_ = State::kEnded;
+    if (!Flush()) return false;
     if (!chunked_ || head_) return true;
     beast::error_code ec;
     net::write(stream_, net::const_buffer("0\r\n\r\n", 5), ec);
     return ec ? Fail() : true;
+  }
+
+  NoWait WriteChunkNoWait(std::string_view data) override {
+    if (state_ != State::kStreaming || failed_.load()) return NoWait::kFailed;
+    if (data.empty() || head_) return NoWait::kSent;
+    std::string frame;
+    if (chunked_) {
+      char size_line[24];
+      int n = std::snprintf(size_line, sizeof(size_line), "%zx\r\n", data.size());
+      frame.reserve(n + data.size() + 2);
+      frame.append(size_line, n).append(data).append("\r\n");
+    } else {
+      frame.assign(data);
+    }
+    std::lock_guard<std::mutex> lock(out_mu_);
+    if (!backlog_.empty()) {
+      backlog_ += frame;
+      return NoWait::kQueued;
+    }
+    size_t sent = 0;
+    if (!SendNow(frame, &sent)) return NoWait::kFailed;
+    if (sent == frame.size()) return NoWait::kSent;
+    backlog_.assign(frame, sent);
+    return NoWait::kQueued;
+  }
+
+  bool Flush() override {
+    std::unique_lock<std::mutex> lock(out_mu_);
+    while (!backlog_.empty()) {
+      size_t sent = 0;
+      if (!SendNow(backlog_, &sent)) return false;
+      if (sent > 0) {
+        backlog_.erase(0, sent);
+        continue;
+      }
+      // Producers may queue more while this waits for the client.
+      lock.unlock();
+      const int r =
+          PollOne(stream_.fd(), POLLOUT, static_cast<int>(stream_.write_timeout().count()));
+      lock.lock();
+      if (r <= 0) return Fail();
+    }
+    return !failed_.load();
   }
 
   bool PeerClosed() override {
@@ -184,6 +232,23 @@ class ConnectionResponder final : public HttpResponder {
     return false;
   }
 
+  // One send() that never waits; *sent is 0 when the socket is full. False on an error.
+  bool SendNow(std::string_view bytes, size_t* sent) {
+    for (;;) {
+      ssize_t n = ::send(stream_.fd(), bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (n >= 0) {
+        *sent = static_cast<size_t>(n);
+        return true;
+      }
+      if (errno == EINTR) continue;
+      if (errno == EAGAIN || errno == EWOULDBLOCK) {
+        *sent = 0;
+        return true;
+      }
+      return Fail();
+    }
+  }
+
   SocketStream& stream_;
   const unsigned version_;
   bool keep_alive_;
@@ -192,6 +257,8 @@ class ConnectionResponder final : public HttpResponder {
   bool chunked_ = false;
   State state_ = State::kNone;
   std::atomic<bool> failed_{false};  // read by PeerClosed() on other threads
+  std::mutex out_mu_;                // WriteChunkNoWait against Flush
+  std::string backlog_;              // framed bytes queued by WriteChunkNoWait
 };
 
 // A response the server writes itself, after which it closes the connection.

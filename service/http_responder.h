@@ -43,6 +43,17 @@ class HttpResponder {
   virtual bool WriteChunk(std::string_view data) = 0;
   virtual bool EndStream() = 0;
 
+  // For a producer on another thread (a gRPC callback) that must never wait on a slow
+  // client. Frames `data` as the next chunk and sends what the socket takes at once; the
+  // rest stays queued, in order, until Flush() (or the next WriteChunk/EndStream) sends it.
+  // It may run concurrently with Flush(), but not with the other writing calls: between
+  // StartStream and the final WriteChunk/EndStream, use only these two.
+  enum class NoWait { kSent, kQueued, kFailed };
+  virtual NoWait WriteChunkNoWait(std::string_view data) = 0;
+  // Sends everything queued, waiting for the socket; false once the client is gone (or no
+  // progress for write_timeout_ms).
+  virtual bool Flush() = 0;
+
   // True once the peer has closed its side of the connection, a write failed, or the server
   // is closing the connection. Cheap and non-blocking; bytes the client pipelined do not count.
   virtual bool PeerClosed() = 0;

@@ -21,6 +21,7 @@ class SocketStream {
   SocketStream(boost::asio::ip::tcp::socket& socket, std::chrono::milliseconds write_timeout);
 
   int fd() const { return fd_; }
+  std::chrono::milliseconds write_timeout() const { return write_timeout_; }
   // Bytes received so far, to measure what a parser consumed.
   size_t bytes_read() const { return bytes_read_; }
   void set_read_deadline(Clock::time_point deadline) { read_deadline_ = deadline; }

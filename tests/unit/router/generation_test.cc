@@ -208,6 +208,60 @@ TEST_F(GenerationTest, ChoicesRunAsSeparateSequencesWithTheirOwnSeeds) {
   EXPECT_EQ(seeds, (std::vector<uint64_t>{41, 42, 43}));
 }
 
+// Push mode is what the HTTP stream uses: the same deltas, never two callbacks at once,
+// and on_done exactly once, after the last delta.
+TEST_F(GenerationTest, PushModeDeliversTheSameDeltasThenDoneOnce) {
+  fake_.script = Encode(" there was a little girl named Lily. She liked to play.");
+  GenerationRequest r = Request();
+  r.n = 3;
+  r.stop = {"Lily"};
+  Collected pulled = Run(r);
+  ASSERT_TRUE(pulled.status.ok()) << pulled.status;
+
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> text(3);
+  std::vector<int> finals(3, 0);
+  std::atomic<int> in_callback{0};
+  std::atomic<bool> overlapped{false};
+  int done_calls = 0;
+  bool delta_after_done = false;
+  absl::Status done_status;
+  GenerationCallbacks callbacks;
+  callbacks.on_delta = [&](const ChoiceDelta& d) {
+    if (in_callback.fetch_add(1) != 0) overlapped = true;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      if (done_calls > 0) delta_after_done = true;
+      text[d.index] += d.text;
+      if (d.finished) ++finals[d.index];
+    }
+    in_callback.fetch_sub(1);
+  };
+  callbacks.on_done = [&](const absl::Status& s) {
+    std::lock_guard<std::mutex> lock(mu);
+    ++done_calls;
+    done_status = s;
+    cv.notify_all();
+  };
+  auto gen = Generation::Start(client_.get(), tokenizer_, r, callbacks);
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return done_calls > 0; }));
+  }
+  gen->reset();  // waits for on_done to return
+  EXPECT_EQ(done_calls, 1);
+  EXPECT_TRUE(done_status.ok()) << done_status;
+  EXPECT_FALSE(delta_after_done);
+  EXPECT_FALSE(overlapped.load());
+  for (int i = 0; i < 3; ++i) {
+    EXPECT_EQ(text[i], pulled.text[i]) << i;
+    EXPECT_EQ(text[i], " there was a little girl named ") << i;
+    EXPECT_EQ(finals[i], 1) << i;
+  }
+}
+
 TEST_F(GenerationTest, WorkerErrorKeepsItsCodeAndMessage) {
   fake_.fail = grpc::Status(grpc::StatusCode::RESOURCE_EXHAUSTED, "the queue is full (4096)");
   Collected c = Run(Request());

@@ -216,6 +216,75 @@ TEST(HttpServerTest, StreamToHttp10ClientIsCloseDelimited) {
   EXPECT_EQ(Field(*r, "Transfer-Encoding"), "");
 }
 
+// A producer thread writes without waiting while the handler's thread flushes what the
+// socket did not take: the client, which starts reading late, gets every byte in order.
+TEST(HttpServerTest, NoWaitChunksFromAnotherThreadArriveInOrder) {
+  constexpr int kChunks = 8000;  // 32 MB: more than loopback socket buffers hold
+  std::atomic<int> queued{0};
+  auto chunk = [](int i) {
+    return StrCat("data: ", i, " ", std::string(4000, 'a' + i % 26), "\n\n");
+  };
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    ASSERT_TRUE(out.StartStream(200, "text/event-stream"));
+    std::atomic<bool> produced{false};
+    std::thread producer([&] {
+      for (int i = 0; i < kChunks; ++i) {
+        HttpResponder::NoWait r = out.WriteChunkNoWait(chunk(i));
+        ASSERT_NE(r, HttpResponder::NoWait::kFailed);
+        if (r == HttpResponder::NoWait::kQueued) queued.fetch_add(1);
+      }
+      produced = true;
+    });
+    while (!produced.load()) {
+      EXPECT_TRUE(out.Flush());
+      std::this_thread::sleep_for(1ms);
+    }
+    producer.join();
+    EXPECT_TRUE(out.WriteChunk("data: end\n\n"));  // after everything queued
+    EXPECT_TRUE(out.EndStream());
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  std::this_thread::sleep_for(300ms);  // the socket buffers fill; the rest is queued
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  std::string want;
+  for (int i = 0; i < kChunks; ++i) want += chunk(i);
+  want += "data: end\n\n";
+  EXPECT_TRUE(r->body() == want) << "body of " << r->body().size() << " bytes, want "
+                                 << want.size();
+  EXPECT_GT(queued.load(), 0) << "the client read late, so some chunks must have been queued";
+}
+
+TEST(HttpServerTest, NoWaitReportsAClientThatLeft) {
+  std::atomic<bool> failed{false};
+  std::atomic<bool> flush_failed{false};
+  absl::Notification closed;
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    ASSERT_TRUE(out.StartStream(200, "text/event-stream"));
+    ASSERT_NE(out.WriteChunkNoWait("data: first\n\n"), HttpResponder::NoWait::kFailed);
+    closed.WaitForNotificationWithTimeout(absl::Seconds(5));
+    const auto deadline = std::chrono::steady_clock::now() + 5s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      if (out.WriteChunkNoWait("data: more\n\n") == HttpResponder::NoWait::kFailed ||
+          !out.Flush()) {
+        break;
+      }
+      std::this_thread::sleep_for(1ms);
+    }
+    failed = out.WriteChunkNoWait("data: late\n\n") == HttpResponder::NoWait::kFailed;
+    flush_failed = !out.Flush();
+  });
+  {
+    TestClient c(server->port());
+    ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+    ASSERT_TRUE(c.ReadUntil("data: first\n\n"));
+  }
+  closed.Notify();
+  EXPECT_TRUE(Eventually([&] { return failed.load(); }));
+  EXPECT_TRUE(flush_failed.load());
+}
+
 // The JSON error envelope of OpenAI, with `needle` in the message.
 void ExpectErrorEnvelope(const Response& r, std::string_view needle) {
   EXPECT_EQ(Field(r, "Content-Type"), "application/json");

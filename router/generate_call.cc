@@ -1,0 +1,300 @@
+#include "router/generate_call.h"
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "router/choice_decoder.h"
+#include "router/generation.h"
+#include "router/request_builder.h"
+
+namespace baton::router {
+namespace {
+
+namespace pb = ::baton::v1;
+namespace ipb = ::baton::internal::v1;
+using Clock = std::chrono::steady_clock;
+
+double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
+
+grpc::Status ToGrpc(const absl::Status& s) {
+  if (s.ok()) return grpc::Status::OK;
+  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
+}
+
+// Appends a delta to the message being gathered for the client.
+void Append(const ChoiceDelta& d, pb::GenerateResponse* out) {
+  out->mutable_token_ids()->Add(d.token_ids.begin(), d.token_ids.end());
+  out->mutable_text()->append(d.text);
+  for (const TokenLogprob& lp : d.logprobs) {
+    pb::TokenLogprob* o = out->add_logprobs();
+    o->set_token_id(lp.token_id);
+    o->set_token(lp.token);
+    o->set_logprob(lp.logprob);
+    for (const TopLogprob& t : lp.top) {
+      pb::TopLogprob* top = o->add_top();
+      top->set_token_id(t.token_id);
+      top->set_token(t.token);
+      top->set_logprob(t.logprob);
+    }
+  }
+  if (d.finished) {
+    out->set_finished(true);
+    out->set_finish_reason(d.finish_reason);
+    out->set_stop_reason(d.stop_reason);
+    out->mutable_usage()->set_prompt_tokens(d.prompt_tokens);
+    out->mutable_usage()->set_cached_tokens(d.cached_tokens);
+    out->mutable_usage()->set_completion_tokens(d.completion_tokens);
+    pb::Timings* t = out->mutable_timings();
+    t->set_queue_seconds(d.queue_seconds);
+    t->set_time_to_first_token_seconds(d.time_to_first_token_seconds);
+    t->set_num_preemptions(d.num_preemptions);
+  }
+}
+
+class GenerateCall;
+
+// A completion-queue tag: which step of which call completed.
+struct Step {
+  GenerateCall* call;
+  void (GenerateCall::*on_done)(bool ok);
+};
+
+// One call. Only its loop's thread touches it, so it needs no lock.
+class GenerateCall {
+ public:
+  GenerateCall(const GrpcApiContext* c, AsyncGenerateService* service,
+               grpc::ServerCompletionQueue* cq, GenerateLoopState* state)
+      : c_(*c), service_(service), cq_(cq), state_(state), responder_(&ctx_) {
+    state_->live_calls.fetch_add(1);
+  }
+
+  // Waits for the next client on this queue.
+  void Listen() {
+    ctx_.AsyncNotifyWhenDone(&done_step_);
+    service_->RequestGenerate(&ctx_, &req_, &responder_, cq_, cq_, &accept_step_);
+  }
+
+ private:
+  void OnAccept(bool ok) {
+    if (!ok) {  // the server is shutting down; the done tag never comes for this call
+      Delete();
+      return;
+    }
+    if (!state_->stopping.load()) (new GenerateCall(&c_, service_, cq_, state_))->Listen();
+    arrival_ = Clock::now();
+    c_.metrics->running().Increment();
+    absl::Status s = Prepare();
+    if (!s.ok()) {
+      final_status_ = s;
+      Advance();
+      return;
+    }
+    worker_started_ = true;
+    reader_ = c_.worker->stub()->PrepareAsyncGenerate(&worker_ctx_, wire_, cq_);
+    reader_->StartCall(&worker_start_step_);
+  }
+
+  absl::Status Prepare() {
+    BATON_RETURN_IF_ERROR(CheckApiKey(ctx_, c_.api_key));
+    BATON_ASSIGN_OR_RETURN(OpenAiRequest request, FromProto(req_, c_.limits));
+    BATON_ASSIGN_OR_RETURN(BuiltRequest built, BuildRequest(request, *c_.model, "gen"));
+    // gRPC's "no deadline" is a time point centuries away; only a real one is passed on.
+    const auto deadline = ctx_.deadline();
+    if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
+      worker_ctx_.set_deadline(deadline);
+    }
+    request_id_ = built.generation.request_id;
+    tokenize_seconds_ = built.tokenize_seconds;
+    BATON_ASSIGN_OR_RETURN(wire_, WorkerRequest(built.generation, 0));
+    decoder_.emplace(0, c_.model->tokenizer(), built.generation);
+    return absl::OkStatus();
+  }
+
+  void OnWorkerStart(bool ok) {
+    if (ok) {
+      reader_->Read(&msg_, &worker_read_step_);
+    } else {
+      reader_->Finish(&worker_status_, &worker_finish_step_);
+    }
+  }
+
+  void OnWorkerRead(bool ok) {
+    if (!ok) {  // the worker closed the stream (or it was cancelled)
+      reader_->Finish(&worker_status_, &worker_finish_step_);
+      return;
+    }
+    ChoiceDelta d;
+    absl::StatusOr<bool> has_delta = decoder_->Process(msg_, &d);
+    if (!has_delta.ok()) {
+      worker_error_ = has_delta.status();
+      worker_ctx_.TryCancel();
+    } else if (*has_delta) {
+      Deliver(d);
+      // The worker would generate on; its stream then ends CANCELLED.
+      if (d.finished && decoder_->stopped_by_string()) worker_ctx_.TryCancel();
+    }
+    reader_->Read(&msg_, &worker_read_step_);  // until the worker closes the stream
+  }
+
+  void Deliver(const ChoiceDelta& d) {
+    const Clock::time_point now = Clock::now();
+    if (!d.token_ids.empty()) {
+      if (last_token_ == Clock::time_point()) {
+        c_.metrics->ObserveTimeToFirstToken(Seconds(now - arrival_));
+      } else {
+        c_.metrics->ObserveInterTokenSeconds(Seconds(now - last_token_));
+      }
+      last_token_ = now;
+    }
+    if (d.finished) c_.metrics->AddTokens(d.prompt_tokens, d.cached_tokens, d.completion_tokens);
+    if (client_gone_) return;
+    if (!has_pending_) {
+      pending_.Clear();
+      pending_.set_request_id(request_id_);
+      has_pending_ = true;
+    }
+    Append(d, &pending_);
+    if (d.finished) {
+      pb::Timings* t = pending_.mutable_timings();
+      t->set_tokenize_seconds(tokenize_seconds_);
+      t->set_total_seconds(Seconds(now - arrival_));
+    }
+    Advance();
+  }
+
+  void OnWorkerFinish(bool /*ok*/) {
+    worker_done_ = true;
+    if (!worker_error_.ok()) {
+      final_status_ = worker_error_;
+    } else if (decoder_->ended()) {
+      final_status_ = absl::OkStatus();
+    } else if (client_cancelled_ || client_gone_) {
+      final_status_ = absl::CancelledError("the request was cancelled");
+    } else if (!worker_status_.ok()) {
+      final_status_ = c_.worker->ToStatus(worker_status_);
+    } else {
+      final_status_ = absl::InternalError(StrCat("the worker at ", c_.worker->target(),
+                                                 " ended a stream without its final message"));
+    }
+    Advance();
+    MaybeDelete();
+  }
+
+  // Starts the next write or, once the worker's side is over, the finish.
+  void Advance() {
+    if (writing_ || finishing_) return;
+    if (has_pending_) {
+      in_flight_.Swap(&pending_);
+      has_pending_ = false;
+      writing_ = true;
+      responder_.Write(in_flight_, &write_step_);
+    } else if (final_status_.has_value()) {
+      finishing_ = true;
+      finish_status_ = *final_status_;
+      responder_.Finish(ToGrpc(finish_status_), &finish_step_);
+    }
+  }
+
+  void OnWrite(bool ok) {
+    writing_ = false;
+    if (!ok) {  // the client went away: drop what is gathered and stop the worker
+      client_gone_ = true;
+      has_pending_ = false;
+      worker_ctx_.TryCancel();
+    }
+    Advance();
+  }
+
+  void OnFinish(bool /*ok*/) {
+    finished_ = true;
+    MaybeDelete();
+  }
+
+  void OnClientDone(bool /*ok*/) {
+    done_seen_ = true;
+    if (ctx_.IsCancelled()) {  // a cancel or the deadline; after a normal finish it is false
+      client_cancelled_ = true;
+      if (worker_started_) worker_ctx_.TryCancel();
+    }
+    MaybeDelete();
+  }
+
+  void MaybeDelete() {
+    if (!done_seen_ || !finished_ || (worker_started_ && !worker_done_)) return;
+    c_.metrics->running().Decrement();
+    c_.metrics->CountRequest("grpc", "Generate", absl::StatusCodeToString(finish_status_.code()));
+    c_.metrics->ObserveRequestSeconds("Generate", Seconds(Clock::now() - arrival_));
+    if (client_cancelled_ && !finish_status_.ok()) c_.metrics->CountClientCancel();
+    Delete();
+  }
+
+  void Delete() {
+    GenerateLoopState* state = state_;
+    delete this;
+    state->live_calls.fetch_sub(1);
+  }
+
+  const GrpcApiContext& c_;
+  AsyncGenerateService* service_;
+  grpc::ServerCompletionQueue* cq_;
+  GenerateLoopState* state_;
+
+  grpc::ServerContext ctx_;
+  pb::GenerateRequest req_;
+  grpc::ServerAsyncWriter<pb::GenerateResponse> responder_;
+  Clock::time_point arrival_;
+  Clock::time_point last_token_;
+  std::string request_id_;
+  double tokenize_seconds_ = 0;
+  std::optional<ChoiceDecoder> decoder_;
+
+  grpc::ClientContext worker_ctx_;
+  ipb::GenerateRequest wire_;
+  std::unique_ptr<grpc::ClientAsyncReader<ipb::GenerateResponse>> reader_;
+  ipb::GenerateResponse msg_;
+  grpc::Status worker_status_;
+  absl::Status worker_error_;  // a bad message from the worker
+
+  pb::GenerateResponse pending_;    // deltas gathered while a write is in flight
+  pb::GenerateResponse in_flight_;  // owned by gRPC until the write completes
+  bool has_pending_ = false;
+  bool writing_ = false;
+  std::optional<absl::Status> final_status_;  // how the call ends, once known
+  absl::Status finish_status_;
+
+  bool worker_started_ = false;
+  bool worker_done_ = false;
+  bool finishing_ = false;  // Finish was called
+  bool finished_ = false;   // and completed
+  bool done_seen_ = false;  // the AsyncNotifyWhenDone tag came back
+  bool client_cancelled_ = false;
+  bool client_gone_ = false;
+
+  Step accept_step_{this, &GenerateCall::OnAccept};
+  Step done_step_{this, &GenerateCall::OnClientDone};
+  Step worker_start_step_{this, &GenerateCall::OnWorkerStart};
+  Step worker_read_step_{this, &GenerateCall::OnWorkerRead};
+  Step worker_finish_step_{this, &GenerateCall::OnWorkerFinish};
+  Step write_step_{this, &GenerateCall::OnWrite};
+  Step finish_step_{this, &GenerateCall::OnFinish};
+};
+
+}  // namespace
+
+void RunGenerateLoop(const GrpcApiContext* context, AsyncGenerateService* service,
+                     grpc::ServerCompletionQueue* cq, GenerateLoopState* state) {
+  (new GenerateCall(context, service, cq, state))->Listen();
+  void* tag = nullptr;
+  bool ok = false;
+  while (cq->Next(&tag, &ok)) {
+    Step* step = static_cast<Step*>(tag);
+    (step->call->*step->on_done)(ok);
+  }
+}
+
+}  // namespace baton::router
