@@ -8,7 +8,7 @@ packages=(
   clang clang-format clang-tidy libclang-rt-14-dev
   libabsl-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libyaml-cpp-dev libxxhash-dev libssl-dev protobuf-compiler libprotobuf-dev
-  libgrpc++-dev protobuf-compiler-grpc libboost1.81-dev prometheus-cpp-dev
+  libgrpc++-dev protobuf-compiler-grpc libboost1.81-dev prometheus-cpp-dev libucx-dev ucx-utils
   libgtest-dev libgmock-dev libbenchmark-dev
   nodejs
 )

@@ -1,0 +1,192 @@
+// Real UCX transfers on this host: RMA puts into registered memory, within one process
+// (two UCP workers) and between two processes (transport_ucx_peer), over tcp and over
+// shared memory; and a peer killed mid-transfer, which must fail the sender, never hang it.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "gtest/gtest.h"
+#include "tests/unit/transport/ucx_test_util.h"
+#include "transport/registered_region.h"
+#include "transport/ucx_endpoint.h"
+#include "transport/ucx_worker.h"
+
+namespace baton::transport {
+namespace {
+
+using baton::testing::Pattern;
+
+constexpr size_t kBytes = 4 << 20;
+constexpr size_t kChunk = 64 << 10;  // one page-layer of the 1B-shaped model
+
+absl::Time Deadline() { return absl::Now() + absl::Seconds(20); }
+
+// Writes `data` to the remote region in kChunk puts (in reverse order, so that order
+// does not matter), then flushes.
+absl::Status PutAll(UcxEndpoint& ep, const RemoteRegion& remote, const std::vector<uint8_t>& data,
+                    const RegisteredRegion* local) {
+  for (size_t off = data.size(); off > 0;) {
+    const size_t n = std::min(kChunk, off);
+    off -= n;
+    absl::Status s = ep.Put(data.data() + off, n, remote, off, local);
+    if (!s.ok()) return s;
+  }
+  return ep.Flush(Deadline());
+}
+
+class UcxTransferTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(UcxTransferTest, PutsLandInAnotherWorkersRegisteredMemory) {
+  auto receiver = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto sender = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  std::vector<uint8_t> pool(kBytes, 0);
+  auto region = RegisteredRegion::Register(**receiver, pool.data(), pool.size());
+  ASSERT_TRUE(region.ok()) << region.status();
+  const std::vector<uint8_t> data = Pattern(kBytes, 7);
+  std::vector<uint8_t> source = data;
+  auto local = RegisteredRegion::Register(**sender, source.data(), source.size());
+  ASSERT_TRUE(local.ok()) << local.status();
+
+  auto ep = UcxEndpoint::Connect(**sender, (*receiver)->address());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  auto remote = (*ep)->ImportRegion((*region)->packed_rkey(), (*region)->base(), kBytes);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  ASSERT_TRUE(PutAll(**ep, **remote, source, local->get()).ok());
+  EXPECT_TRUE(pool == data) << "the receiver's memory differs from what was put";
+
+  // Bounds are checked before UCX sees them.
+  EXPECT_EQ((*ep)->Put(source.data(), 16, **remote, kBytes - 8).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*ep)->Put(source.data(), 16, **remote, ~uint64_t{0}).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ((*ep)->ImportRegion((*region)->packed_rkey(), ~uint64_t{0}, 16).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ((*ep)->ImportRegion("", 0, 16).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// The peer process, with pipes to its stdin and stdout.
+class Peer {
+ public:
+  Peer(const std::string& transports, size_t bytes, uint64_t seed) {
+    int in[2], out[2];
+    if (pipe(in) != 0 || pipe(out) != 0) return;
+    pid_ = fork();
+    if (pid_ == 0) {
+      dup2(in[0], 0);
+      dup2(out[1], 1);
+      close(in[1]);
+      close(out[0]);
+      const std::string b = std::to_string(bytes), s = std::to_string(seed);
+      execl(BATON_UCX_PEER, BATON_UCX_PEER, transports.c_str(), b.c_str(), s.c_str(), nullptr);
+      _exit(127);
+    }
+    close(in[0]);
+    close(out[1]);
+    to_ = fdopen(in[1], "w");
+    from_ = fdopen(out[0], "r");
+  }
+  ~Peer() {
+    if (to_ != nullptr) fclose(to_);
+    if (from_ != nullptr) fclose(from_);
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+  }
+  std::string ReadLine() {
+    char buf[1 << 14];
+    if (from_ == nullptr || fgets(buf, sizeof(buf), from_) == nullptr) return "";
+    std::string line(buf);
+    if (!line.empty() && line.back() == '\n') line.pop_back();
+    return line;
+  }
+  void WriteLine(const std::string& s) {
+    fputs((s + "\n").c_str(), to_);
+    fflush(to_);
+  }
+  int Wait() {
+    int status = 0;
+    waitpid(pid_, &status, 0);
+    pid_ = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  void Kill() { kill(pid_, SIGKILL); }
+
+ private:
+  pid_t pid_ = -1;
+  FILE* to_ = nullptr;
+  FILE* from_ = nullptr;
+};
+
+struct PeerInfo {
+  std::string address, rkey;
+  uint64_t base = 0;
+};
+
+PeerInfo Parse(const std::string& line) {
+  std::istringstream in(line);
+  std::string address, rkey;
+  PeerInfo p;
+  in >> address >> rkey >> p.base;
+  p.address = baton::testing::Unhex(address);
+  p.rkey = baton::testing::Unhex(rkey);
+  return p;
+}
+
+TEST_P(UcxTransferTest, PutsLandInAnotherProcess) {
+  Peer peer(GetParam(), kBytes, 11);
+  const PeerInfo info = Parse(peer.ReadLine());
+  ASSERT_FALSE(info.address.empty()) << "the peer did not start";
+  auto sender = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  auto ep = UcxEndpoint::Connect(**sender, info.address);
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  auto remote = (*ep)->ImportRegion(info.rkey, info.base, kBytes);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  const std::vector<uint8_t> data = Pattern(kBytes, 11);
+  absl::Status s = PutAll(**ep, **remote, data, nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  peer.WriteLine("check");
+  EXPECT_EQ(peer.ReadLine(), "ok");
+  EXPECT_EQ(peer.Wait(), 0);
+}
+
+TEST_P(UcxTransferTest, AKilledPeerFailsTheSenderInsteadOfHangingIt) {
+  Peer peer(GetParam(), kBytes, 3);
+  const PeerInfo info = Parse(peer.ReadLine());
+  ASSERT_FALSE(info.address.empty()) << "the peer did not start";
+  auto sender = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  auto ep = UcxEndpoint::Connect(**sender, info.address);
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  auto remote = (*ep)->ImportRegion(info.rkey, info.base, kBytes);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  const std::vector<uint8_t> data = Pattern(kBytes, 3);
+  ASSERT_TRUE(PutAll(**ep, **remote, data, nullptr).ok());
+  peer.Kill();
+  EXPECT_EQ(peer.Wait(), -1);
+  // Puts into a dead process: each Flush ends (an error, or at worst its deadline).
+  absl::Status s;
+  const absl::Time start = absl::Now();
+  for (int i = 0; i < 50 && s.ok(); ++i) {
+    s = (*ep)->Put(data.data(), kChunk, **remote, 0);
+    if (s.ok()) s = (*ep)->Flush(absl::Now() + absl::Seconds(5));
+  }
+  EXPECT_FALSE(s.ok()) << "50 puts into a killed process all succeeded";
+  EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, UcxTransferTest, ::testing::Values("tcp", "sm"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param);
+                         });
+
+}  // namespace
+}  // namespace baton::transport

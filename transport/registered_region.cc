@@ -1,0 +1,38 @@
+#include "transport/registered_region.h"
+
+#include "common/strings.h"
+#include "transport/ucx_check.h"
+
+namespace baton::transport {
+
+absl::StatusOr<std::unique_ptr<RegisteredRegion>> RegisteredRegion::Register(
+    UcxWorker& ucx, void* base, size_t bytes, ucs_memory_type_t memory_type) {
+  if (base == nullptr || bytes == 0) {
+    return absl::InvalidArgumentError("a registered region needs memory (base and bytes > 0)");
+  }
+  std::unique_ptr<RegisteredRegion> r(new RegisteredRegion());
+  r->ucx_ = &ucx;
+  r->base_ = base;
+  r->bytes_ = bytes;
+  ucp_mem_map_params_t params = {};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_MEMORY_TYPE;
+  params.address = base;
+  params.length = bytes;
+  params.memory_type = memory_type;
+  BATON_UCX_RETURN_IF_ERROR(ucp_mem_map(ucx.context(), &params, &r->memh_),
+                            StrCat("registering ", bytes, " bytes with UCX"));
+  void* rkey = nullptr;
+  size_t rkey_bytes = 0;
+  BATON_UCX_RETURN_IF_ERROR(ucp_rkey_pack(ucx.context(), r->memh_, &rkey, &rkey_bytes),
+                            "packing the remote key");
+  r->packed_rkey_.assign(static_cast<const char*>(rkey), rkey_bytes);
+  ucp_rkey_buffer_release(rkey);
+  return r;
+}
+
+RegisteredRegion::~RegisteredRegion() {
+  if (memh_ != nullptr) ucp_mem_unmap(ucx_->context(), memh_);
+}
+
+}  // namespace baton::transport

@@ -1,0 +1,40 @@
+// Memory registered with UCX once (ucp_mem_map), for the whole page pool: peers write
+// into it with RMA puts through its packed remote key. `memory_type` tells UCX where the
+// memory lives, so that a CUDA-enabled UCX carries GPU pages without staging.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "transport/ucx_worker.h"
+
+namespace baton::transport {
+
+class RegisteredRegion {
+ public:
+  static absl::StatusOr<std::unique_ptr<RegisteredRegion>> Register(
+      UcxWorker& ucx, void* base, size_t bytes,
+      ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST);
+  ~RegisteredRegion();
+  RegisteredRegion(const RegisteredRegion&) = delete;
+  RegisteredRegion& operator=(const RegisteredRegion&) = delete;
+
+  uint64_t base() const { return reinterpret_cast<uint64_t>(base_); }
+  size_t bytes() const { return bytes_; }
+  ucp_mem_h memh() const { return memh_; }
+  // The remote key a peer unpacks to write here (opaque bytes).
+  const std::string& packed_rkey() const { return packed_rkey_; }
+
+ private:
+  RegisteredRegion() = default;
+  UcxWorker* ucx_ = nullptr;
+  void* base_ = nullptr;
+  size_t bytes_ = 0;
+  ucp_mem_h memh_ = nullptr;
+  std::string packed_rkey_;
+};
+
+}  // namespace baton::transport

@@ -1,0 +1,92 @@
+// The contract of one KV transfer between a decode worker (receiver) and a prefill worker
+// (sender), as plain structs, and the checks each side runs on what its peer sent
+// (architecture.md, "The life of a request" and "Page layout"). The wire forms are in
+// proto/baton/internal/v1/kv_transfer.proto; worker/transfer_ticket_proto converts them.
+//
+// Protocol: the receiver reserves pages under a lease and returns a TransferTicket; the
+// sender checks it (ValidateTicket), writes each layer's K/V of each prompt block it must
+// send straight into those pages (UCX RMA put), then sends a TransferComplete, which the
+// receiver checks (ValidateComplete) before it admits the sequence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+
+namespace baton::transport {
+
+// What a page holds, as both sides must agree on it. A receiver refuses a layout it does
+// not understand; it never guesses.
+struct PageLayout {
+  int64_t num_layers = 0;
+  int64_t num_kv_heads = 0;  // of this TP rank's slice
+  int64_t head_dim = 0;
+  int64_t block_size = 0;  // tokens per page
+  std::string dtype;       // "f32" today
+  int32_t tp_rank = 0;
+  int32_t tp_size = 1;
+  // Bytes of one page: num_layers * 2 (K, V) * block_size * num_kv_heads * head_dim * dtype
+  // size. Inside a page: [layer][K, V][position][kv head][head_dim] (engine/kv_pool.h).
+  int64_t page_bytes = 0;
+
+  bool operator==(const PageLayout&) const = default;
+};
+
+// Bytes of one element of `dtype`; 0 when unknown.
+int64_t DtypeBytes(const std::string& dtype);
+
+// The receiver's answer to a reservation.
+struct TransferTicket {
+  std::string request_id;
+  std::string worker_address;  // the receiver's UCX worker address (opaque bytes)
+  std::string rkey;            // packed remote key of the receiver's whole page pool
+  uint64_t pool_base = 0;      // remote address of page 0 of the pool
+  uint64_t pool_bytes = 0;     // bytes registered: pool pages * page_bytes
+  PageLayout layout;
+  int64_t prompt_tokens = 0;
+  // Prompt blocks [0, first_block) are already in the receiver's prefix cache; the
+  // sender writes blocks first_block.. into page_ids[0..], in order. The last block may
+  // be partial. page_ids.size() == ceil(prompt_tokens / block_size) - first_block.
+  int32_t first_block = 0;
+  std::vector<int32_t> page_ids;
+  // The chained hashes (docs/prefix_cache.md) of the cached blocks [0, first_block), so
+  // that the sender can check it computes the same prefix.
+  std::vector<std::string> cached_block_hashes;
+  int64_t lease_deadline_unix_ms = 0;  // the pages are freed after this
+};
+
+// The sender's last message for a transfer.
+struct TransferComplete {
+  std::string request_id;
+  int32_t first_token = 0;  // sampled by the prefill worker
+  int32_t blocks_written = 0;
+  uint64_t bytes_written = 0;
+  // XXH3-64 over the bytes written, in the order written (block by block, layer by layer,
+  // K then V). The receiver recomputes it over its pages.
+  uint64_t checksum = 0;
+};
+
+struct TicketLimits {
+  size_t max_worker_address_bytes = 4096;
+  size_t max_rkey_bytes = 4096;
+  size_t max_request_id_bytes = 256;
+  int64_t max_prompt_tokens = 1 << 20;
+  absl::Duration max_lease = absl::Minutes(10);
+};
+
+// The sender's checks of a ticket against its own layout: every size, id and offset from
+// the peer is bounded, the layout matches exactly (FailedPrecondition naming both sides),
+// every page lies inside the registered pool, no page repeats, the lease has not expired
+// and is not absurdly long. InvalidArgument names the field and the bound.
+absl::Status ValidateTicket(const TransferTicket& ticket, const PageLayout& local,
+                            const TicketLimits& limits, absl::Time now);
+
+// The receiver's checks of a completion against the ticket it issued: same request, the
+// number of blocks and bytes it expects, a token id inside the vocabulary.
+absl::Status ValidateComplete(const TransferComplete& complete, const TransferTicket& ticket,
+                              int32_t vocab_size);
+
+}  // namespace baton::transport

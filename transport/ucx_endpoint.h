@@ -1,0 +1,78 @@
+// A connection to a peer's UCP worker, and RMA puts into the peer's registered memory.
+// A peer that dies fails the endpoint (peer error handling, where the transports have
+// it), and every wait has a deadline, so every operation ends: with its result or an
+// error, never a hang.
+//
+//   BATON_ASSIGN_OR_RETURN(auto ep, UcxEndpoint::Connect(ucx, ticket.worker_address));
+//   BATON_ASSIGN_OR_RETURN(auto pool, ep->ImportRegion(ticket.rkey, base, bytes));
+//   BATON_RETURN_IF_ERROR(ep->Put(src, n, pool, offset));   // posted, not yet done
+//   BATON_RETURN_IF_ERROR(ep->Flush(deadline));             // every put landed
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "transport/registered_region.h"
+#include "transport/ucx_worker.h"
+
+namespace baton::transport {
+
+// A peer's registered memory, as this endpoint can write it.
+class RemoteRegion {
+ public:
+  ~RemoteRegion();
+  RemoteRegion(const RemoteRegion&) = delete;
+  RemoteRegion& operator=(const RemoteRegion&) = delete;
+  uint64_t base() const { return base_; }
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  friend class UcxEndpoint;
+  RemoteRegion() = default;
+  ucp_rkey_h rkey_ = nullptr;
+  uint64_t base_ = 0;
+  uint64_t bytes_ = 0;
+};
+
+class UcxEndpoint {
+ public:
+  static absl::StatusOr<std::unique_ptr<UcxEndpoint>> Connect(UcxWorker& ucx,
+                                                              std::string_view peer_address);
+  // Closes the connection, waiting at most a second for outstanding operations.
+  ~UcxEndpoint();
+  UcxEndpoint(const UcxEndpoint&) = delete;
+  UcxEndpoint& operator=(const UcxEndpoint&) = delete;
+
+  // Unpacks a peer's remote key for [base, base + bytes) of its memory.
+  absl::StatusOr<std::unique_ptr<RemoteRegion>> ImportRegion(std::string_view packed_rkey,
+                                                             uint64_t base, uint64_t bytes);
+  // Posts a write of [local, local + bytes) to `offset` in `remote`; it may still be in
+  // flight when this returns. `local_region`, when given, is the registration that holds
+  // `local` (saves UCX a registration lookup). OutOfRange when it does not fit.
+  absl::Status Put(const void* local, size_t bytes, const RemoteRegion& remote, uint64_t offset,
+                   const RegisteredRegion* local_region = nullptr);
+  // Waits until every put posted before it has landed in the peer's memory.
+  absl::Status Flush(absl::Time deadline);
+  // Unavailable once the peer has failed (it died, or the connection broke).
+  absl::Status health() const;
+  // False where the transports cannot notice a dead peer (Debian's shared memory): then
+  // only the deadlines of Flush and the lease end a transfer to it.
+  bool detects_peer_failure() const { return detects_peer_failure_; }
+
+ private:
+  explicit UcxEndpoint(UcxWorker& ucx) : ucx_(ucx) {}
+  static void OnError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  UcxWorker& ucx_;
+  ucp_ep_h ep_ = nullptr;
+  std::atomic<int> failed_status_{UCS_OK};  // the endpoint's first error
+  bool detects_peer_failure_ = true;
+};
+
+}  // namespace baton::transport

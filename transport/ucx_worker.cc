@@ -1,0 +1,109 @@
+#include "transport/ucx_worker.h"
+
+#include <poll.h>
+
+#include <utility>
+
+#include "common/strings.h"
+#include "transport/ucx_check.h"
+
+namespace baton::transport {
+
+void UcxCompletion::OnSend(void* request, ucs_status_t status, void* user_data) {
+  // The poster keeps the request (freeing it would cancel this callback); it ends here.
+  ucp_request_free(request);
+  static_cast<UcxCompletion*>(user_data)->Complete(status);
+}
+
+void UcxCompletion::Complete(ucs_status_t status) {
+  bool free_now = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    done_ = true;
+    status_ = status;
+    free_now = abandoned_;
+    cv_.notify_all();
+  }
+  if (free_now) delete this;
+}
+
+absl::Status UcxCompletion::WaitAndRelease(absl::Time deadline, const std::string& what) {
+  ucs_status_t status = UCS_OK;
+  {
+    std::unique_lock<std::mutex> lock(mu_);
+    const bool done = cv_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return done_; });
+    if (!done) {
+      abandoned_ = true;  // the callback frees it when the operation ends
+      return absl::DeadlineExceededError(StrCat(what, " did not complete in time"));
+    }
+    status = status_;
+  }
+  delete this;
+  return UcxStatus(status, what);
+}
+
+absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxOptions& options) {
+  std::unique_ptr<UcxWorker> w(new UcxWorker());
+  w->transports_ = options.transports;
+  ucp_config_t* config = nullptr;
+  BATON_UCX_RETURN_IF_ERROR(ucp_config_read(nullptr, nullptr, &config), "reading UCX's config");
+  if (!options.transports.empty()) {
+    const ucs_status_t s = ucp_config_modify(config, "TLS", options.transports.c_str());
+    if (s != UCS_OK) {
+      ucp_config_release(config);
+      return UcxStatus(s, StrCat("UCX transports '", options.transports, "'"));
+    }
+  }
+  ucp_params_t params = {};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  params.mt_workers_shared = 1;
+  const ucs_status_t init = ucp_init(&params, config, &w->context_);
+  ucp_config_release(config);
+  BATON_UCX_RETURN_IF_ERROR(init, "creating the UCP context (check UCX_TLS)");
+
+  ucp_worker_params_t wp = {};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_MULTI;
+  BATON_UCX_RETURN_IF_ERROR(ucp_worker_create(w->context_, &wp, &w->worker_),
+                            "creating the UCP worker");
+  ucp_address_t* address = nullptr;
+  size_t length = 0;
+  BATON_UCX_RETURN_IF_ERROR(ucp_worker_get_address(w->worker_, &address, &length),
+                            "reading the UCP worker's address");
+  w->address_.assign(reinterpret_cast<const char*>(address), length);
+  ucp_worker_release_address(w->worker_, address);
+  BATON_UCX_RETURN_IF_ERROR(ucp_worker_get_efd(w->worker_, &w->event_fd_),
+                            "reading the UCP worker's event descriptor");
+  UcxWorker* self = w.get();
+  w->progress_ = std::thread([self] { self->Progress(); });
+  return w;
+}
+
+UcxWorker::~UcxWorker() {
+  if (progress_.joinable()) {
+    stopping_.store(true);
+    Signal();
+    progress_.join();
+  }
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (context_ != nullptr) ucp_cleanup(context_);
+}
+
+void UcxWorker::Signal() {
+  if (worker_ != nullptr) ucp_worker_signal(worker_);
+}
+
+void UcxWorker::Progress() {
+  while (!stopping_.load()) {
+    while (ucp_worker_progress(worker_) != 0) {
+    }
+    // Arm, then sleep until UCX has work or Signal(); BUSY means events came meanwhile.
+    const ucs_status_t s = ucp_worker_arm(worker_);
+    if (s == UCS_ERR_BUSY) continue;
+    pollfd p{event_fd_, POLLIN, 0};
+    ::poll(&p, 1, /*timeout_ms=*/100);  // the timeout bounds a missed wake-up
+  }
+}
+
+}  // namespace baton::transport

@@ -1,0 +1,83 @@
+// The process's UCX: one UCP context and one UCP worker, progressed by a thread of its own
+// that sleeps on the worker's event descriptor when there is nothing to do. Other threads
+// post operations (the worker is thread-safe, UCS_THREAD_MODE_MULTI) and wait for them
+// with Wait(), which never waits longer than its deadline.
+//
+//   BATON_ASSIGN_OR_RETURN(auto ucx, UcxWorker::Create({.transports = "tcp"}));
+//   std::string me = ucx->address();          // what a peer needs to reach this worker
+//
+// Transports come from `transports` when set, else from UCX_TLS, as UCX users expect.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "ucp/api/ucp.h"
+
+namespace baton::transport {
+
+struct UcxOptions {
+  std::string transports;  // UCX_TLS syntax ("tcp", "posix,cma", "sm", ...); empty: UCX_TLS
+};
+
+// The outcome of one UCX operation, shared by the poster and UCX's callback. The poster
+// waits with Wait(); if it gives up first, the callback frees it.
+class UcxCompletion {
+ public:
+  static UcxCompletion* New() { return new UcxCompletion(); }
+  // UCX's send callback (user_data is the completion); it frees the request. A poster
+  // that gets a request back must not free it.
+  static void OnSend(void* request, ucs_status_t status, void* user_data);
+  // Marks it done now (an operation that completed at once, or failed to post).
+  void Complete(ucs_status_t status);
+  // Waits until done or `deadline`; then this object is gone (freed here, or by the
+  // callback when it comes late). DeadlineExceeded names `what`.
+  absl::Status WaitAndRelease(absl::Time deadline, const std::string& what);
+
+ private:
+  UcxCompletion() = default;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  bool abandoned_ = false;
+  ucs_status_t status_ = UCS_OK;
+};
+
+class UcxWorker {
+ public:
+  static absl::StatusOr<std::unique_ptr<UcxWorker>> Create(const UcxOptions& options);
+  ~UcxWorker();
+  UcxWorker(const UcxWorker&) = delete;
+  UcxWorker& operator=(const UcxWorker&) = delete;
+
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  // This worker's address (opaque bytes) for peers' endpoints.
+  const std::string& address() const { return address_; }
+  // The transports UCX was asked for ("" when left to UCX_TLS or UCX's default).
+  const std::string& transports() const { return transports_; }
+
+  // Wakes the progress thread: call after posting an operation from another thread.
+  void Signal();
+
+ private:
+  UcxWorker() = default;
+  void Progress();
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  std::string address_;
+  std::string transports_;
+  int event_fd_ = -1;
+  std::atomic<bool> stopping_{false};
+  std::thread progress_;
+};
+
+}  // namespace baton::transport
