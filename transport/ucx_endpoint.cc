@@ -55,7 +55,7 @@ UcxEndpoint::~UcxEndpoint() {
     done->Complete(UCS_PTR_STATUS(request));
   }
   ucx_.Signal();
-  (void)done->WaitAndRelease(absl::Now() + absl::Seconds(1), "closing the UCX endpoint");
+  (void)done->WaitAndRelease(absl::Now() + absl::Seconds(1), "closing the UCX endpoint", ucx_);
 }
 
 void UcxEndpoint::OnError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
@@ -120,7 +120,7 @@ absl::Status UcxEndpoint::Flush(absl::Time deadline) {
     done->Complete(UCS_PTR_STATUS(request));
   }
   ucx_.Signal();
-  BATON_RETURN_IF_ERROR(done->WaitAndRelease(deadline, "flushing the UCX puts"));
+  BATON_RETURN_IF_ERROR(done->WaitAndRelease(deadline, "flushing the UCX puts", ucx_));
   return health();
 }
 

@@ -16,24 +16,21 @@ void UcxCompletion::OnSend(void* request, ucs_status_t status, void* user_data) 
 }
 
 void UcxCompletion::Complete(ucs_status_t status) {
-  bool free_now = false;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    done_ = true;
-    status_ = status;
-    free_now = abandoned_;
-    cv_.notify_all();
-  }
-  if (free_now) delete this;
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  status_ = status;
+  cv_.notify_all();
 }
 
-absl::Status UcxCompletion::WaitAndRelease(absl::Time deadline, const std::string& what) {
+absl::Status UcxCompletion::WaitAndRelease(absl::Time deadline, const std::string& what,
+                                           UcxWorker& owner) {
   ucs_status_t status = UCS_OK;
   {
     std::unique_lock<std::mutex> lock(mu_);
     const bool done = cv_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return done_; });
     if (!done) {
-      abandoned_ = true;  // the callback frees it when the operation ends
+      lock.unlock();
+      owner.Adopt(this);
       return absl::DeadlineExceededError(StrCat(what, " did not complete in time"));
     }
     status = status_;
@@ -86,8 +83,14 @@ UcxWorker::~UcxWorker() {
     Signal();
     progress_.join();
   }
-  if (worker_ != nullptr) ucp_worker_destroy(worker_);
+  if (worker_ != nullptr) ucp_worker_destroy(worker_);  // no callback runs after this
   if (context_ != nullptr) ucp_cleanup(context_);
+  for (UcxCompletion* c : adopted_) delete c;
+}
+
+void UcxWorker::Adopt(UcxCompletion* completion) {
+  std::lock_guard<std::mutex> lock(adopted_mu_);
+  adopted_.push_back(completion);
 }
 
 void UcxWorker::Signal() {

@@ -15,6 +15,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -27,8 +28,11 @@ struct UcxOptions {
   std::string transports;  // UCX_TLS syntax ("tcp", "posix,cma", "sm", ...); empty: UCX_TLS
 };
 
+class UcxWorker;
+
 // The outcome of one UCX operation, shared by the poster and UCX's callback. The poster
-// waits with Wait(); if it gives up first, the callback frees it.
+// waits with WaitAndRelease(); if it gives up first, the UcxWorker keeps the completion
+// until it is destroyed (the callback may come late, or never, for a dead peer).
 class UcxCompletion {
  public:
   static UcxCompletion* New() { return new UcxCompletion(); }
@@ -37,16 +41,15 @@ class UcxCompletion {
   static void OnSend(void* request, ucs_status_t status, void* user_data);
   // Marks it done now (an operation that completed at once, or failed to post).
   void Complete(ucs_status_t status);
-  // Waits until done or `deadline`; then this object is gone (freed here, or by the
-  // callback when it comes late). DeadlineExceeded names `what`.
-  absl::Status WaitAndRelease(absl::Time deadline, const std::string& what);
+  // Waits until done or `deadline`; then the caller must not touch it again (it is freed
+  // here, or handed to `owner`). DeadlineExceeded names `what`.
+  absl::Status WaitAndRelease(absl::Time deadline, const std::string& what, UcxWorker& owner);
 
  private:
   UcxCompletion() = default;
   std::mutex mu_;
   std::condition_variable cv_;
   bool done_ = false;
-  bool abandoned_ = false;
   ucs_status_t status_ = UCS_OK;
 };
 
@@ -66,6 +69,8 @@ class UcxWorker {
 
   // Wakes the progress thread: call after posting an operation from another thread.
   void Signal();
+  // Keeps a completion whose poster stopped waiting, until the worker is destroyed.
+  void Adopt(UcxCompletion* completion);
 
  private:
   UcxWorker() = default;
@@ -78,6 +83,8 @@ class UcxWorker {
   int event_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::thread progress_;
+  std::mutex adopted_mu_;
+  std::vector<UcxCompletion*> adopted_;
 };
 
 }  // namespace baton::transport
