@@ -81,11 +81,17 @@ struct TicketLimits {
 // the peer is bounded, the layout matches exactly (FailedPrecondition naming both sides),
 // every page lies inside the registered pool, no page repeats, the lease has not expired
 // and is not absurdly long. InvalidArgument names the field and the bound.
+// A malformed layout (a dimension below 1, an unknown dtype, a tp_rank outside tp_size,
+// page_bytes not the product it stands for) is InvalidArgument; a well-formed one that
+// differs from `local` is FailedPrecondition. A lease ending at or before `now` is
+// DeadlineExceeded. The checks and their order: docs/transport.md.
 absl::Status ValidateTicket(const TransferTicket& ticket, const PageLayout& local,
                             const TicketLimits& limits, absl::Time now);
 
 // The receiver's checks of a completion against the ticket it issued: same request, the
-// number of blocks and bytes it expects, a token id inside the vocabulary.
+// number of blocks and bytes it expects, a token id inside the vocabulary. A block or
+// byte count mismatch is DataLoss, the rest InvalidArgument. The checksum is not checked
+// here: the receiver recomputes it over its pages.
 absl::Status ValidateComplete(const TransferComplete& complete, const TransferTicket& ticket,
                               int32_t vocab_size);
 

@@ -101,8 +101,12 @@ absl::Status UcxEndpoint::Put(const void* local, size_t bytes, const RemoteRegio
       ucp_put_nbx(ep_, local, bytes, remote.base() + offset, remote.rkey_, &param);
   if (UCS_PTR_IS_ERR(request)) return UcxStatus(UCS_PTR_STATUS(request), "posting a UCX put");
   // No callback: a failed put fails the endpoint, which Flush reports.
-  if (request != nullptr) ucp_request_free(request);
-  ucx_.Signal();
+  if (request != nullptr) {
+    ucp_request_free(request);
+    // It waits for progress: wake the progress thread. A put that completed in place
+    // needs none (and a wake-up per put would cost more than a shared-memory put).
+    ucx_.Signal();
+  }
   return absl::OkStatus();
 }
 

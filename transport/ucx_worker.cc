@@ -2,6 +2,7 @@
 
 #include <poll.h>
 
+#include <chrono>
 #include <utility>
 
 #include "common/strings.h"
@@ -30,7 +31,7 @@ absl::Status UcxCompletion::WaitAndRelease(absl::Time deadline, const std::strin
     const bool done = cv_.wait_until(lock, absl::ToChronoTime(deadline), [this] { return done_; });
     if (!done) {
       lock.unlock();
-      owner.Adopt(this);
+      owner.Adopt(this);  // the callback may still come, or never (a dead peer)
       return absl::DeadlineExceededError(StrCat(what, " did not complete in time"));
     }
     status = status_;
@@ -98,14 +99,24 @@ void UcxWorker::Signal() {
 }
 
 void UcxWorker::Progress() {
+  // Spin while there is traffic, then sleep on the event descriptor. Not every transport
+  // signals it (Debian's shared memory does not), so the sleep is short: a message that
+  // arrives without a wake-up waits at most kSleep. During a transfer the receiver never
+  // sleeps, since its side of an emulated put needs progress here.
+  constexpr auto kSpin = std::chrono::milliseconds(2);
+  constexpr int kSleepMs = 5;
+  auto last_work = std::chrono::steady_clock::now();
   while (!stopping_.load()) {
-    while (ucp_worker_progress(worker_) != 0) {
+    if (ucp_worker_progress(worker_) != 0) {
+      last_work = std::chrono::steady_clock::now();
+      continue;
     }
-    // Arm, then sleep until UCX has work or Signal(); BUSY means events came meanwhile.
-    const ucs_status_t s = ucp_worker_arm(worker_);
-    if (s == UCS_ERR_BUSY) continue;
+    if (std::chrono::steady_clock::now() - last_work < kSpin) continue;
+    // Arm, then sleep until UCX has work, Signal() or kSleepMs; BUSY means events came.
+    if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
     pollfd p{event_fd_, POLLIN, 0};
-    ::poll(&p, 1, /*timeout_ms=*/100);  // the timeout bounds a missed wake-up
+    ::poll(&p, 1, kSleepMs);
+    last_work = std::chrono::steady_clock::now();  // spin a little after every wake-up
   }
 }
 

@@ -1,0 +1,173 @@
+// Fuzzes both ends of the KV transfer contract with bytes a peer sent. The first byte
+// picks the message: even, the rest is a serialized baton.internal.v1.TransferTicket (the
+// sender's side: FromProto, then ValidateTicket against a fixed local layout); odd, a
+// TransferComplete (the receiver's side: FromProto, then ValidateComplete against a fixed
+// valid ticket). Besides "no crash", whatever FromProto accepts must respect the limits
+// and survive ToProto -> FromProto unchanged, and a ticket ValidateTicket accepts must
+// describe pages inside the pool.
+//
+// The seeds in corpus/transfer_ticket (.bin) are the selector byte followed by a message that a
+// throwaway program built with worker::ToProto from the structs below (LocalLayout,
+// IssuedTicket's request id and page count; now = kNowMs):
+//   ticket_valid        a 200-token prompt, 4 cached blocks with their hashes, 9 pages in a
+//                       64-page pool, 96-byte worker address, 48-byte rkey, lease now + 60 s
+//   ticket_bad_layout   the same with num_kv_heads 8 (page_bytes and pool follow)
+//   ticket_bad_page     the same with page_ids[3] = 64, one past the pool
+//   complete_valid      req-1, first_token 42, 2 blocks, 8192 bytes
+//   complete_bad_count  the same with blocks_written 1
+// To make another by hand: { printf '\x00'; protoc -Iproto
+//   --encode=baton.internal.v1.TransferTicket proto/baton/internal/v1/kv_transfer.proto
+//   < ticket.txtpb; } > corpus/transfer_ticket/NAME.bin
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/time/time.h"
+#include "baton/internal/v1/kv_transfer.pb.h"
+#include "transport/transfer_ticket.h"
+#include "worker/transfer_ticket_proto.h"
+
+namespace {
+
+namespace pb = ::baton::internal::v1;
+using baton::transport::PageLayout;
+using baton::transport::TicketLimits;
+using baton::transport::TransferComplete;
+using baton::transport::TransferTicket;
+
+void Require(bool cond) {
+  if (!cond) std::abort();
+}
+
+// Must match gen_transfer_ticket_seeds.cc, so that the valid seeds pass.
+constexpr int64_t kNowMs = 1'700'000'000'000;
+constexpr int32_t kVocab = 32000;
+
+PageLayout LocalLayout() {
+  PageLayout l;
+  l.num_layers = 2;
+  l.num_kv_heads = 4;
+  l.head_dim = 4;
+  l.block_size = 16;
+  l.dtype = "f32";
+  l.page_bytes = 2 * 2 * 16 * 4 * 4 * 4;
+  return l;
+}
+
+TicketLimits Limits() {
+  TicketLimits limits;
+  limits.max_prompt_tokens = 1 << 16;  // keeps the fuzzer's allocations small
+  return limits;
+}
+
+// The receiver's own ticket, which a completion is checked against.
+TransferTicket IssuedTicket() {
+  TransferTicket t;
+  t.request_id = "req-1";
+  t.worker_address = "addr";
+  t.rkey = "rkey";
+  t.pool_base = 0x10000;
+  t.layout = LocalLayout();
+  t.pool_bytes = 64 * 4096;
+  t.prompt_tokens = 40;
+  t.first_block = 1;
+  t.page_ids = {7, 3};
+  t.cached_block_hashes = {std::string(32, 'h')};
+  t.lease_deadline_unix_ms = kNowMs + 60'000;
+  return t;
+}
+
+bool Known(absl::StatusCode code) {
+  return code == absl::StatusCode::kInvalidArgument ||
+         code == absl::StatusCode::kFailedPrecondition ||
+         code == absl::StatusCode::kDeadlineExceeded || code == absl::StatusCode::kDataLoss;
+}
+
+void ExerciseTicket(const uint8_t* data, size_t size) {
+  pb::TransferTicket wire;
+  if (!wire.ParseFromArray(data, static_cast<int>(size))) return;
+  const TicketLimits limits = Limits();
+  absl::StatusOr<TransferTicket> ticket = baton::worker::FromProto(wire, limits);
+  if (!ticket.ok()) {
+    Require(ticket.status().code() == absl::StatusCode::kInvalidArgument);
+    Require(!ticket.status().message().empty());
+    return;
+  }
+  Require(ticket->request_id.size() <= limits.max_request_id_bytes);
+  Require(ticket->worker_address.size() <= limits.max_worker_address_bytes);
+  Require(ticket->rkey.size() <= limits.max_rkey_bytes);
+  Require(static_cast<int64_t>(ticket->page_ids.size()) <= limits.max_prompt_tokens);
+  Require(static_cast<int64_t>(ticket->cached_block_hashes.size()) <= limits.max_prompt_tokens);
+
+  absl::StatusOr<TransferTicket> round =
+      baton::worker::FromProto(baton::worker::ToProto(*ticket), limits);
+  Require(round.ok());
+  Require(round->request_id == ticket->request_id &&
+          round->worker_address == ticket->worker_address && round->rkey == ticket->rkey &&
+          round->pool_base == ticket->pool_base && round->pool_bytes == ticket->pool_bytes &&
+          round->layout == ticket->layout && round->prompt_tokens == ticket->prompt_tokens &&
+          round->first_block == ticket->first_block && round->page_ids == ticket->page_ids &&
+          round->cached_block_hashes == ticket->cached_block_hashes &&
+          round->lease_deadline_unix_ms == ticket->lease_deadline_unix_ms);
+
+  const absl::Time now = absl::FromUnixMillis(kNowMs);
+  const PageLayout local = LocalLayout();
+  const absl::Status valid = baton::transport::ValidateTicket(*ticket, local, limits, now);
+  if (!valid.ok()) {
+    Require(Known(valid.code()) && valid.code() != absl::StatusCode::kDataLoss);
+    Require(!valid.message().empty());
+    return;
+  }
+  // What the sender will rely on when it computes remote addresses.
+  Require(ticket->layout == local);
+  const uint64_t pages = ticket->pool_bytes / static_cast<uint64_t>(local.page_bytes);
+  for (int32_t id : ticket->page_ids) {
+    Require(id >= 0 && static_cast<uint64_t>(id) < pages);
+  }
+  Require(!ticket->page_ids.empty());
+  Require(ticket->lease_deadline_unix_ms > kNowMs);
+
+  // A completion that matches the accepted ticket passes.
+  TransferComplete complete;
+  complete.request_id = ticket->request_id;
+  complete.blocks_written = static_cast<int32_t>(ticket->page_ids.size());
+  complete.bytes_written =
+      static_cast<uint64_t>(complete.blocks_written) * static_cast<uint64_t>(local.page_bytes);
+  Require(baton::transport::ValidateComplete(complete, *ticket, kVocab).ok());
+}
+
+void ExerciseComplete(const uint8_t* data, size_t size) {
+  pb::TransferComplete wire;
+  if (!wire.ParseFromArray(data, static_cast<int>(size))) return;
+  const TicketLimits limits = Limits();
+  absl::StatusOr<TransferComplete> complete = baton::worker::FromProto(wire, limits);
+  if (!complete.ok()) {
+    Require(complete.status().code() == absl::StatusCode::kInvalidArgument);
+    return;
+  }
+  Require(complete->request_id.size() <= limits.max_request_id_bytes);
+  const TransferTicket ticket = IssuedTicket();
+  const absl::Status valid = baton::transport::ValidateComplete(*complete, ticket, kVocab);
+  if (!valid.ok()) {
+    Require(valid.code() == absl::StatusCode::kInvalidArgument ||
+            valid.code() == absl::StatusCode::kDataLoss);
+    Require(!valid.message().empty());
+    return;
+  }
+  Require(complete->request_id == ticket.request_id);
+  Require(static_cast<size_t>(complete->blocks_written) == ticket.page_ids.size());
+  Require(complete->first_token >= 0 && complete->first_token < kVocab);
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  if (size == 0 || size > (size_t{1} << 30)) return 0;  // ParseFromArray takes an int
+  if (data[0] % 2 == 0) {
+    ExerciseTicket(data + 1, size - 1);
+  } else {
+    ExerciseComplete(data + 1, size - 1);
+  }
+  return 0;
+}

@@ -1,0 +1,159 @@
+#include "worker/transfer_ticket_proto.h"
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "absl/status/status.h"
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace baton::worker {
+namespace {
+
+namespace pb = ::baton::internal::v1;
+
+absl::Status CheckSize(std::string_view field, size_t size, size_t max) {
+  if (size > max) {
+    return absl::InvalidArgumentError(StrCat(field, " is ", size, " bytes; the limit is ", max));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckCount(std::string_view field, int count, int64_t max) {
+  if (count > max) {
+    return absl::InvalidArgumentError(
+        StrCat(field, " has ", count, " entries; the limit is ", max, " (max_prompt_tokens)"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status CheckLayout(std::string_view message, const pb::PageLayout& in) {
+  return CheckSize(StrCat(message, ".dtype"), in.dtype().size(), kMaxDtypeBytes);
+}
+
+transport::PageLayout CopyLayout(const pb::PageLayout& in) {
+  transport::PageLayout out;
+  out.num_layers = in.num_layers();
+  out.num_kv_heads = in.num_kv_heads();
+  out.head_dim = in.head_dim();
+  out.block_size = in.block_size();
+  out.dtype = in.dtype();
+  out.tp_rank = in.tp_rank();
+  out.tp_size = in.tp_size();
+  out.page_bytes = in.page_bytes();
+  return out;
+}
+
+}  // namespace
+
+void ToProto(const transport::PageLayout& layout, pb::PageLayout* out) {
+  out->Clear();
+  out->set_num_layers(layout.num_layers);
+  out->set_num_kv_heads(layout.num_kv_heads);
+  out->set_head_dim(layout.head_dim);
+  out->set_block_size(layout.block_size);
+  out->set_dtype(layout.dtype);
+  out->set_tp_rank(layout.tp_rank);
+  out->set_tp_size(layout.tp_size);
+  out->set_page_bytes(layout.page_bytes);
+}
+
+void ToProto(const transport::TransferTicket& ticket, pb::TransferTicket* out) {
+  out->Clear();
+  out->set_request_id(ticket.request_id);
+  out->set_worker_address(ticket.worker_address);
+  out->set_rkey(ticket.rkey);
+  out->set_pool_base(ticket.pool_base);
+  out->set_pool_bytes(ticket.pool_bytes);
+  ToProto(ticket.layout, out->mutable_layout());
+  out->set_prompt_tokens(ticket.prompt_tokens);
+  out->set_first_block(ticket.first_block);
+  out->mutable_page_ids()->Add(ticket.page_ids.begin(), ticket.page_ids.end());
+  out->mutable_cached_block_hashes()->Reserve(static_cast<int>(ticket.cached_block_hashes.size()));
+  for (const std::string& h : ticket.cached_block_hashes) out->add_cached_block_hashes(h);
+  out->set_lease_deadline_unix_ms(ticket.lease_deadline_unix_ms);
+}
+
+void ToProto(const transport::TransferComplete& complete, pb::TransferComplete* out) {
+  out->Clear();
+  out->set_request_id(complete.request_id);
+  out->set_first_token(complete.first_token);
+  out->set_blocks_written(complete.blocks_written);
+  out->set_bytes_written(complete.bytes_written);
+  out->set_checksum(complete.checksum);
+}
+
+pb::PageLayout ToProto(const transport::PageLayout& layout) {
+  pb::PageLayout out;
+  ToProto(layout, &out);
+  return out;
+}
+
+pb::TransferTicket ToProto(const transport::TransferTicket& ticket) {
+  pb::TransferTicket out;
+  ToProto(ticket, &out);
+  return out;
+}
+
+pb::TransferComplete ToProto(const transport::TransferComplete& complete) {
+  pb::TransferComplete out;
+  ToProto(complete, &out);
+  return out;
+}
+
+absl::StatusOr<transport::PageLayout> FromProto(const pb::PageLayout& in) {
+  BATON_RETURN_IF_ERROR(CheckLayout("PageLayout", in));
+  return CopyLayout(in);
+}
+
+absl::StatusOr<transport::TransferTicket> FromProto(const pb::TransferTicket& in,
+                                                    const transport::TicketLimits& limits) {
+  // Bound everything first, so that nothing oversized is copied.
+  BATON_RETURN_IF_ERROR(
+      CheckSize("TransferTicket.request_id", in.request_id().size(), limits.max_request_id_bytes));
+  BATON_RETURN_IF_ERROR(CheckSize("TransferTicket.worker_address", in.worker_address().size(),
+                                  limits.max_worker_address_bytes));
+  BATON_RETURN_IF_ERROR(CheckSize("TransferTicket.rkey", in.rkey().size(), limits.max_rkey_bytes));
+  BATON_RETURN_IF_ERROR(CheckLayout("TransferTicket.layout", in.layout()));
+  BATON_RETURN_IF_ERROR(
+      CheckCount("TransferTicket.page_ids", in.page_ids_size(), limits.max_prompt_tokens));
+  BATON_RETURN_IF_ERROR(CheckCount("TransferTicket.cached_block_hashes",
+                                   in.cached_block_hashes_size(), limits.max_prompt_tokens));
+  for (int i = 0; i < in.cached_block_hashes_size(); ++i) {
+    if (in.cached_block_hashes(i).size() > kMaxBlockHashBytes) {
+      return absl::InvalidArgumentError(StrCat("TransferTicket.cached_block_hashes[", i, "] is ",
+                                               in.cached_block_hashes(i).size(),
+                                               " bytes; the limit is ", kMaxBlockHashBytes));
+    }
+  }
+
+  transport::TransferTicket out;
+  out.request_id = in.request_id();
+  out.worker_address = in.worker_address();
+  out.rkey = in.rkey();
+  out.pool_base = in.pool_base();
+  out.pool_bytes = in.pool_bytes();
+  out.layout = CopyLayout(in.layout());
+  out.prompt_tokens = in.prompt_tokens();
+  out.first_block = in.first_block();
+  out.page_ids.assign(in.page_ids().begin(), in.page_ids().end());
+  out.cached_block_hashes.assign(in.cached_block_hashes().begin(), in.cached_block_hashes().end());
+  out.lease_deadline_unix_ms = in.lease_deadline_unix_ms();
+  return out;
+}
+
+absl::StatusOr<transport::TransferComplete> FromProto(const pb::TransferComplete& in,
+                                                      const transport::TicketLimits& limits) {
+  BATON_RETURN_IF_ERROR(CheckSize("TransferComplete.request_id", in.request_id().size(),
+                                  limits.max_request_id_bytes));
+  transport::TransferComplete out;
+  out.request_id = in.request_id();
+  out.first_token = in.first_token();
+  out.blocks_written = in.blocks_written();
+  out.bytes_written = in.bytes_written();
+  out.checksum = in.checksum();
+  return out;
+}
+
+}  // namespace baton::worker
