@@ -18,6 +18,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <iostream>
 #include <sstream>
 #include <string>
@@ -34,7 +35,10 @@
 namespace baton::bench {
 namespace {
 
-using namespace baton::transport;
+using transport::RegisteredRegion;
+using transport::RemoteRegion;
+using transport::UcxEndpoint;
+using transport::UcxWorker;
 using Clock = std::chrono::steady_clock;
 
 struct Shape {
@@ -107,6 +111,7 @@ Child Spawn(const std::vector<std::string>& argv, const std::vector<std::string>
     close(out[0]);
     for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
     std::vector<char*> args;
+    args.reserve(argv.size() + 1);
     for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
     execvp(args[0], args.data());
@@ -129,7 +134,7 @@ double PerftestBandwidth(const std::string& transports, int64_t message_bytes, i
   Child server = Spawn(common, {tls});
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   std::vector<std::string> client_args = common;
-  client_args.push_back("127.0.0.1");
+  client_args.emplace_back("127.0.0.1");
   Child client = Spawn(client_args, {tls});
   double mb_per_s = 0;
   for (std::string line = client.ReadLine(); !line.empty() || !feof(client.from);
@@ -178,12 +183,14 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (receiver) return Receiver(receiver_tls, shape.bytes());
 
+  const int64_t total_puts = shape.pages() * shape.layers;
   std::printf(
       "kv_transfer_bench: %lld tokens, %lld layers, %lld KV heads, head_dim %lld, f32: "
       "%lld pages of %lld KiB, %lld puts of %lld KiB, %.0f MiB\n",
-      (long long)shape.tokens, (long long)shape.layers, (long long)shape.kv_heads,
-      (long long)shape.head_dim, (long long)shape.pages(), (long long)shape.page_bytes() >> 10,
-      (long long)(shape.pages() * shape.layers), (long long)shape.chunk_bytes() >> 10,
+      static_cast<long long>(shape.tokens), static_cast<long long>(shape.layers),
+      static_cast<long long>(shape.kv_heads), static_cast<long long>(shape.head_dim),
+      static_cast<long long>(shape.pages()), static_cast<long long>(shape.page_bytes() / 1024),
+      static_cast<long long>(total_puts), static_cast<long long>(shape.chunk_bytes() / 1024),
       shape.bytes() / 1048576.0);
   const std::vector<uint8_t> source = baton::testing::Pattern(shape.bytes(), 5);
   const uint64_t want_hash = XXH3_64bits(source.data(), source.size());
@@ -277,4 +284,11 @@ int Main(int argc, char** argv) {
 }  // namespace
 }  // namespace baton::bench
 
-int main(int argc, char** argv) { return baton::bench::Main(argc, argv); }
+int main(int argc, char** argv) {
+  try {
+    return baton::bench::Main(argc, argv);
+  } catch (const std::exception& e) {  // CLI11 and the standard library may throw
+    std::fprintf(stderr, "kv_transfer_bench: %s\n", e.what());
+    return 2;
+  }
+}
