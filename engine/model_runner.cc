@@ -193,6 +193,7 @@ absl::Status ModelRunner::Forward(std::span<const SequenceInput> batch, ForwardO
                                      {lw.v.weight, Bias(lw.v), v_.data(), kv_width}};
     cpu::MatMulShared(h_.data(), n, hidden, qkv, threads_);
     Attention(l);
+    if (layer_kv_hook_) layer_kv_hook_(l, batch);
     linear(lw.o, attn_.data(), q_width, h_.data(), hidden);
     cpu::AddInPlace(x_.data(), h_.data(), n * hidden);
 

@@ -8,7 +8,9 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -54,6 +56,13 @@ class ModelRunner {
 
   const model::ModelConfig& config() const { return config_; }
 
+  // Called on the forward's thread as soon as layer `layer`'s K/V for every token of the
+  // batch is in its pages, before the next layer runs; a layer-wise push starts sending
+  // them from here while the rest of the forward computes. It may read those pages, but
+  // must not write any page or block for long: the forward waits for it.
+  using LayerKvHook = std::function<void(int64_t layer, std::span<const SequenceInput> batch)>;
+  void set_layer_kv_hook(LayerKvHook hook) { layer_kv_hook_ = std::move(hook); }
+
  private:
   absl::Status Validate(std::span<const SequenceInput> batch) const;
   void Rope(int64_t num_tokens);
@@ -64,6 +73,7 @@ class ModelRunner {
   KvPool* pool_;
   ThreadPool* threads_;
   std::vector<double> inv_freq_;  // head_dim/2 rotary frequencies, scaling applied
+  LayerKvHook layer_kv_hook_;
 
   // Scratch, grown to the largest batch seen; one engine thread owns the runner.
   std::vector<int64_t> positions_;
