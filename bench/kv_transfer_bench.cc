@@ -10,12 +10,10 @@
 // The receiver is this binary in `--receiver` mode, a separate process. After each round it
 // hashes its pool (XXH3) and the sender compares: a transfer that loses or misplaces a byte
 // fails the run.
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
+#include <csignal>
 #include <cstdio>
 #include <cstdlib>
 #include <exception>
@@ -35,6 +33,7 @@
 namespace baton::bench {
 namespace {
 
+using baton::testing::ChildProcess;
 using transport::RegisteredRegion;
 using transport::RemoteRegion;
 using transport::UcxEndpoint;
@@ -75,55 +74,6 @@ int Receiver(const std::string& transports, int64_t bytes) {
   return 0;
 }
 
-struct Child {
-  pid_t pid = -1;
-  FILE* to = nullptr;
-  FILE* from = nullptr;
-  std::string ReadLine() {
-    char buf[1 << 14];
-    if (from == nullptr || fgets(buf, sizeof(buf), from) == nullptr) return "";
-    std::string s(buf);
-    if (!s.empty() && s.back() == '\n') s.pop_back();
-    return s;
-  }
-  void WriteLine(const std::string& s) {
-    fputs((s + "\n").c_str(), to);
-    fflush(to);
-  }
-  void Stop() {
-    if (to != nullptr) fclose(to);
-    if (from != nullptr) fclose(from);
-    to = from = nullptr;
-    if (pid > 0) waitpid(pid, nullptr, 0);
-    pid = -1;
-  }
-};
-
-Child Spawn(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
-  int in[2], out[2];
-  Child c;
-  if (pipe(in) != 0 || pipe(out) != 0) return c;
-  c.pid = fork();
-  if (c.pid == 0) {
-    dup2(in[0], 0);
-    dup2(out[1], 1);
-    close(in[1]);
-    close(out[0]);
-    for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-    std::vector<char*> args;
-    args.reserve(argv.size() + 1);
-    for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-    args.push_back(nullptr);
-    execvp(args[0], args.data());
-    _exit(127);
-  }
-  close(in[0]);
-  close(out[1]);
-  c.to = fdopen(in[1], "w");
-  c.from = fdopen(out[0], "r");
-  return c;
-}
-
 // ucx_perftest's ucp_put_bw between two processes on this host; bytes/s, 0 on failure.
 double PerftestBandwidth(const std::string& transports, int64_t message_bytes, int64_t iters,
                          int port) {
@@ -131,25 +81,25 @@ double PerftestBandwidth(const std::string& transports, int64_t message_bytes, i
   const std::vector<std::string> common = {
       "ucx_perftest",        "-t", "ucp_put_bw",        "-s", std::to_string(message_bytes), "-n",
       std::to_string(iters), "-p", std::to_string(port)};
-  Child server = Spawn(common, {tls});
+  ChildProcess server(common, {tls});
   std::this_thread::sleep_for(std::chrono::milliseconds(500));
   std::vector<std::string> client_args = common;
   client_args.emplace_back("127.0.0.1");
-  Child client = Spawn(client_args, {tls});
+  ChildProcess client(client_args, {tls});
   double mb_per_s = 0;
-  for (std::string line = client.ReadLine(); !line.empty() || !feof(client.from);
-       line = client.ReadLine()) {
+  for (;;) {
+    const std::string line = client.ReadLine();
     if (line.rfind("Final:", 0) == 0) {
       std::istringstream in(line.substr(6));
       double f[8] = {};
       for (double& x : f) in >> x;
       mb_per_s = f[5];  // overall bandwidth, MB/s (MiB)
     }
-    if (feof(client.from)) break;
+    if (line.empty() && client.AtEnd()) break;
   }
-  client.Stop();
-  kill(server.pid, SIGTERM);
-  server.Stop();
+  client.Wait();
+  server.Signal(SIGTERM);
+  server.Wait();
   return mb_per_s * 1024 * 1024;
 }
 
@@ -198,10 +148,10 @@ int Main(int argc, char** argv) {
   std::printf("\n%-10s %11s %12s %15s %8s %15s %8s\n", "transport", "baton GB/s", "min..max",
               "perftest 1 msg", "ratio", "perftest chunk", "ratio");
   for (const std::string& tls : transports) {
-    Child peer =
-        Spawn({"/proc/self/exe", "--receiver", "--receiver-tls", tls, "--tokens",
-               std::to_string(shape.tokens), "--layers", std::to_string(shape.layers), "--kv-heads",
-               std::to_string(shape.kv_heads), "--head-dim", std::to_string(shape.head_dim)});
+    ChildProcess peer({"/proc/self/exe", "--receiver", "--receiver-tls", tls, "--tokens",
+                       std::to_string(shape.tokens), "--layers", std::to_string(shape.layers),
+                       "--kv-heads", std::to_string(shape.kv_heads), "--head-dim",
+                       std::to_string(shape.head_dim)});
     std::istringstream info(peer.ReadLine());
     std::string address_hex, rkey_hex;
     uint64_t base = 0;
@@ -209,7 +159,7 @@ int Main(int argc, char** argv) {
     auto ucx = UcxWorker::Create({.transports = tls});
     if (address_hex.empty() || !ucx.ok()) {
       std::fprintf(stderr, "%s: the receiver or UCX did not start\n", tls.c_str());
-      peer.Stop();
+      peer.Wait();
       ok = false;
       continue;
     }
@@ -222,7 +172,7 @@ int Main(int argc, char** argv) {
     if (!local.ok() || !remote.ok()) {
       std::fprintf(stderr, "%s: %s\n", tls.c_str(),
                    std::string((!local.ok() ? local.status() : remote.status()).message()).c_str());
-      peer.Stop();
+      peer.Wait();
       ok = false;
       continue;
     }
@@ -232,13 +182,10 @@ int Main(int argc, char** argv) {
       absl::Status s;
       const int64_t puts = shape.layers * shape.pages();
       for (int64_t i = 0; i < puts && s.ok(); ++i) {
-        {
-          const int64_t layer = order == "layer" ? i / shape.pages() : i % shape.layers;
-          const int64_t page = order == "layer" ? i % shape.pages() : i / shape.layers;
-          const int64_t offset = page * shape.page_bytes() + layer * shape.chunk_bytes();
-          s = (*ep)->Put(source.data() + offset, shape.chunk_bytes(), **remote, offset,
-                         local->get());
-        }
+        const int64_t layer = order == "layer" ? i / shape.pages() : i % shape.layers;
+        const int64_t page = order == "layer" ? i % shape.pages() : i / shape.layers;
+        const int64_t offset = page * shape.page_bytes() + layer * shape.chunk_bytes();
+        s = (*ep)->Put(source.data() + offset, shape.chunk_bytes(), **remote, offset, local->get());
       }
       if (s.ok()) s = (*ep)->Flush(absl::Now() + absl::Seconds(120));
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
@@ -255,7 +202,7 @@ int Main(int argc, char** argv) {
     }
     remote->reset();
     ep->reset();
-    peer.Stop();
+    peer.Wait();
     if (gbps.empty()) continue;
     std::sort(gbps.begin(), gbps.end());
     const double median = gbps[gbps.size() / 2];

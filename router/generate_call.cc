@@ -169,18 +169,10 @@ class GenerateCall {
 
   void OnWorkerFinish(bool /*ok*/) {
     worker_done_ = true;
-    if (!worker_error_.ok()) {
-      final_status_ = worker_error_;
-    } else if (decoder_->ended()) {
-      final_status_ = absl::OkStatus();
-    } else if (client_cancelled_ || client_gone_) {
-      final_status_ = absl::CancelledError("the request was cancelled");
-    } else if (!worker_status_.ok()) {
-      final_status_ = c_.worker->ToStatus(worker_status_);
-    } else {
-      final_status_ = absl::InternalError(StrCat("the worker at ", c_.worker->target(),
-                                                 " ended a stream without its final message"));
-    }
+    final_status_ = !worker_error_.ok()
+                        ? worker_error_
+                        : StreamEndStatus(*decoder_, client_cancelled_ || client_gone_,
+                                          worker_status_, *c_.worker);
     Advance();
     MaybeDelete();
   }

@@ -156,22 +156,23 @@ void Generation::OnRead(Leg& leg, bool ok) {
   leg.StartRead(&leg.msg);  // until the worker closes the stream
 }
 
+absl::Status StreamEndStatus(const ChoiceDecoder& decoder, bool cancelled,
+                             const grpc::Status& status, const WorkerClient& worker) {
+  if (decoder.ended()) return absl::OkStatus();
+  if (cancelled) return absl::CancelledError("the request was cancelled");
+  if (!status.ok()) return worker.ToStatus(status);
+  return absl::InternalError(
+      StrCat("the worker at ", worker.target(), " ended a stream without its final message"));
+}
+
 void Generation::OnLegDone(Leg& leg, const grpc::Status& s) {
-  if (!leg.decoder.ended()) {
-    bool cancelled = false;
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      cancelled = cancelled_;
-    }
-    if (cancelled) {
-      Fail(absl::CancelledError("the request was cancelled"));
-    } else if (!s.ok()) {
-      Fail(worker_->ToStatus(s));
-    } else {
-      Fail(absl::InternalError(StrCat("the worker at ", worker_->target(),
-                                      " ended a stream without its final message")));
-    }
+  bool cancelled = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled = cancelled_;
   }
+  absl::Status end = StreamEndStatus(leg.decoder, cancelled, s, *worker_);
+  if (!end.ok()) Fail(std::move(end));
   std::function<void(const absl::Status&)> on_done;
   absl::Status final_status;
   {

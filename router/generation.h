@@ -41,6 +41,12 @@ namespace baton::router {
 absl::StatusOr<baton::internal::v1::GenerateRequest> WorkerRequest(const GenerationRequest& request,
                                                                    int choice);
 
+// How one worker stream ended, once the router has read it to its close: OK when the
+// sequence's final delta was produced; Cancelled when the router cancelled it; else the
+// worker's status, or Internal for a stream that closed without its final message.
+absl::Status StreamEndStatus(const ChoiceDecoder& decoder, bool cancelled,
+                             const grpc::Status& status, const WorkerClient& worker);
+
 struct GenerationCallbacks {
   // Never concurrent with itself. It must not block: it runs on a gRPC thread.
   std::function<void(const ChoiceDelta&)> on_delta;

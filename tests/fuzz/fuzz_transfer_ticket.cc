@@ -40,7 +40,7 @@ void Require(bool cond) {
   if (!cond) std::abort();
 }
 
-// Must match gen_transfer_ticket_seeds.cc, so that the valid seeds pass.
+// The seeds were built from these values (see the top), so the valid ones pass.
 constexpr int64_t kNowMs = 1'700'000'000'000;
 constexpr int32_t kVocab = 32000;
 

@@ -2,10 +2,8 @@
 // (two UCP workers) and between two processes (transport_ucx_peer), over tcp and over
 // shared memory; and a peer killed mid-transfer, which must fail the sender, never hang it.
 #include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
-#include <cstdio>
+#include <memory>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -19,6 +17,7 @@
 namespace baton::transport {
 namespace {
 
+using baton::testing::ChildProcess;
 using baton::testing::Pattern;
 
 constexpr size_t kBytes = 4 << 20;
@@ -71,60 +70,6 @@ TEST_P(UcxTransferTest, PutsLandInAnotherWorkersRegisteredMemory) {
   EXPECT_EQ((*ep)->ImportRegion("", 0, 16).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// The peer process, with pipes to its stdin and stdout.
-class Peer {
- public:
-  Peer(const std::string& transports, size_t bytes, uint64_t seed) {
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      close(in[1]);
-      close(out[0]);
-      const std::string b = std::to_string(bytes), s = std::to_string(seed);
-      execl(BATON_UCX_PEER, BATON_UCX_PEER, transports.c_str(), b.c_str(), s.c_str(), nullptr);
-      _exit(127);
-    }
-    close(in[0]);
-    close(out[1]);
-    to_ = fdopen(in[1], "w");
-    from_ = fdopen(out[0], "r");
-  }
-  ~Peer() {
-    if (to_ != nullptr) fclose(to_);
-    if (from_ != nullptr) fclose(from_);
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-  }
-  std::string ReadLine() {
-    char buf[1 << 14];
-    if (from_ == nullptr || fgets(buf, sizeof(buf), from_) == nullptr) return "";
-    std::string line(buf);
-    if (!line.empty() && line.back() == '\n') line.pop_back();
-    return line;
-  }
-  void WriteLine(const std::string& s) {
-    fputs((s + "\n").c_str(), to_);
-    fflush(to_);
-  }
-  int Wait() {
-    int status = 0;
-    waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  void Kill() { kill(pid_, SIGKILL); }
-
- private:
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
-};
-
 struct PeerInfo {
   std::string address, rkey;
   uint64_t base = 0;
@@ -140,18 +85,42 @@ PeerInfo Parse(const std::string& line) {
   return p;
 }
 
+ChildProcess StartPeer(uint64_t seed) {
+  return ChildProcess(
+      {BATON_UCX_PEER, UcxTransferTest::GetParam(), std::to_string(kBytes), std::to_string(seed)});
+}
+
+// This process's side: a worker connected to the peer's, and the peer's pool.
+struct Sender {
+  std::unique_ptr<UcxWorker> ucx;
+  std::unique_ptr<UcxEndpoint> ep;
+  std::unique_ptr<RemoteRegion> remote;
+
+  void Connect(ChildProcess& peer) {
+    const PeerInfo info = Parse(peer.ReadLine());
+    ASSERT_FALSE(info.address.empty()) << "the peer did not start";
+    auto w = UcxWorker::Create({.transports = UcxTransferTest::GetParam()});
+    ASSERT_TRUE(w.ok()) << w.status();
+    ucx = std::move(*w);
+    auto e = UcxEndpoint::Connect(*ucx, info.address);
+    ASSERT_TRUE(e.ok()) << e.status();
+    ep = std::move(*e);
+    auto r = ep->ImportRegion(info.rkey, info.base, kBytes);
+    ASSERT_TRUE(r.ok()) << r.status();
+    remote = std::move(*r);
+  }
+  ~Sender() {  // the remote key and the endpoint go before their worker
+    remote.reset();
+    ep.reset();
+  }
+};
+
 TEST_P(UcxTransferTest, PutsLandInAnotherProcess) {
-  Peer peer(GetParam(), kBytes, 11);
-  const PeerInfo info = Parse(peer.ReadLine());
-  ASSERT_FALSE(info.address.empty()) << "the peer did not start";
-  auto sender = UcxWorker::Create({.transports = GetParam()});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  auto ep = UcxEndpoint::Connect(**sender, info.address);
-  ASSERT_TRUE(ep.ok()) << ep.status();
-  auto remote = (*ep)->ImportRegion(info.rkey, info.base, kBytes);
-  ASSERT_TRUE(remote.ok()) << remote.status();
+  ChildProcess peer = StartPeer(11);
+  Sender sender;
+  ASSERT_NO_FATAL_FAILURE(sender.Connect(peer));
   const std::vector<uint8_t> data = Pattern(kBytes, 11);
-  absl::Status s = PutAll(**ep, **remote, data, nullptr);
+  absl::Status s = PutAll(*sender.ep, *sender.remote, data, nullptr);
   ASSERT_TRUE(s.ok()) << s;
   peer.WriteLine("check");
   EXPECT_EQ(peer.ReadLine(), "ok");
@@ -159,25 +128,19 @@ TEST_P(UcxTransferTest, PutsLandInAnotherProcess) {
 }
 
 TEST_P(UcxTransferTest, AKilledPeerFailsTheSenderInsteadOfHangingIt) {
-  Peer peer(GetParam(), kBytes, 3);
-  const PeerInfo info = Parse(peer.ReadLine());
-  ASSERT_FALSE(info.address.empty()) << "the peer did not start";
-  auto sender = UcxWorker::Create({.transports = GetParam()});
-  ASSERT_TRUE(sender.ok()) << sender.status();
-  auto ep = UcxEndpoint::Connect(**sender, info.address);
-  ASSERT_TRUE(ep.ok()) << ep.status();
-  auto remote = (*ep)->ImportRegion(info.rkey, info.base, kBytes);
-  ASSERT_TRUE(remote.ok()) << remote.status();
+  ChildProcess peer = StartPeer(3);
+  Sender sender;
+  ASSERT_NO_FATAL_FAILURE(sender.Connect(peer));
   const std::vector<uint8_t> data = Pattern(kBytes, 3);
-  ASSERT_TRUE(PutAll(**ep, **remote, data, nullptr).ok());
-  peer.Kill();
+  ASSERT_TRUE(PutAll(*sender.ep, *sender.remote, data, nullptr).ok());
+  peer.Signal(SIGKILL);
   EXPECT_EQ(peer.Wait(), -1);
   // Puts into a dead process: each Flush ends (an error, or at worst its deadline).
   absl::Status s;
   const absl::Time start = absl::Now();
   for (int i = 0; i < 50 && s.ok(); ++i) {
-    s = (*ep)->Put(data.data(), kChunk, **remote, 0);
-    if (s.ok()) s = (*ep)->Flush(absl::Now() + absl::Seconds(5));
+    s = sender.ep->Put(data.data(), kChunk, *sender.remote, 0);
+    if (s.ok()) s = sender.ep->Flush(absl::Now() + absl::Seconds(5));
   }
   EXPECT_FALSE(s.ok()) << "50 puts into a killed process all succeeded";
   EXPECT_LT(absl::Now() - start, absl::Seconds(60));
