@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <fstream>
+#include <future>
 #include <utility>
 
 #include "common/check.h"
@@ -48,6 +49,18 @@ struct Engine::Live {
   Clock::time_point arrival, first_scheduled, first_token;
   bool scheduled = false;
   int64_t generated = 0;
+  uint64_t seed = 0;
+  std::shared_ptr<KvSink> sink;
+  std::string kv_transfer_id;
+};
+
+struct Engine::Reserved {
+  std::vector<int32_t> prompt;
+  int64_t cached_blocks = 0;
+  std::vector<int32_t> pages;  // every block's page: the cached ones, then the reserved
+  bool complete = false;
+  SampledToken first;
+  int64_t cached_tokens = 0;  // the prefill worker's prefix-cache hit
 };
 
 bool RequestStream::Next(TokenEvent* out) {
@@ -143,7 +156,10 @@ Engine::~Engine() {
   }
   wake_.notify_all();
   if (thread_.joinable()) thread_.join();
-  // The engine thread is gone: end whatever is left.
+  // The engine thread is gone: end whatever is left. Tasks queued before the stop still
+  // get their answer (the state is consistent; nothing else runs now).
+  for (auto& task : tasks_) task();
+  tasks_.clear();
   for (auto& live : inbox_) {
     TokenEvent e;
     e.finished = true;
@@ -163,23 +179,13 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   const model::ModelConfig& config = model_->model->config();
   BATON_RETURN_IF_ERROR(
       ValidateSamplingParams(request.params, config.vocab_size, options_.sampling_limits));
+  BATON_RETURN_IF_ERROR(CheckPrompt(request.prompt_ids));
+  if (request.kv_sink != nullptr && !request.kv_transfer_id.empty()) {
+    return absl::InvalidArgumentError(
+        "a request cannot both send its prompt's KV (kv_sink) and receive it (kv_transfer_id)");
+  }
   const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
-  if (prompt_len == 0) {
-    return absl::InvalidArgumentError("the prompt is empty: give at least one token");
-  }
-  for (size_t i = 0; i < request.prompt_ids.size(); ++i) {
-    const int32_t t = request.prompt_ids[i];
-    if (t < 0 || t >= config.vocab_size) {
-      return absl::InvalidArgumentError(StrCat(
-          "prompt token ", i, " is ", t, ", outside the vocabulary [0, ", config.vocab_size, ")"));
-    }
-  }
   const int64_t context = config.max_position_embeddings;
-  if (prompt_len >= context) {
-    return absl::InvalidArgumentError(StrCat(
-        "This model's maximum context length is ", context, " tokens. However, your prompt has ",
-        prompt_len, " tokens, which leaves no room to generate. Shorten the prompt."));
-  }
   const int64_t max_len = prompt_len + std::min(request.params.max_tokens, context - prompt_len);
   BATON_RETURN_IF_ERROR(scheduler_->CheckFits(prompt_len, max_len));
 
@@ -192,8 +198,10 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   seq->root = NamespaceHash({options_.model_id, "", request.cache_salt}, options_.block_size);
   seq->prompt_len = prompt_len;
   seq->max_len = max_len;
-  live->sampler = std::make_unique<SequenceSampler>(request.params, request.prompt_ids,
-                                                    request.params.seed.value_or(RandomSeed()));
+  live->seed = request.params.seed.value_or(RandomSeed());
+  live->sink = std::move(request.kv_sink);
+  live->kv_transfer_id = std::move(request.kv_transfer_id);
+  live->sampler = std::make_unique<SequenceSampler>(request.params, request.prompt_ids, live->seed);
   live->stop =
       std::make_unique<StopChecker>(request.params, model_->eos_token_ids, context - prompt_len);
   if (request.detokenize) {
@@ -227,6 +235,145 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   }
   wake_.notify_all();
   return stream;
+}
+
+absl::Status Engine::CheckPrompt(std::span<const int32_t> prompt_ids) const {
+  const model::ModelConfig& config = model_->model->config();
+  const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
+  if (prompt_len == 0) {
+    return absl::InvalidArgumentError("the prompt is empty: give at least one token");
+  }
+  for (size_t i = 0; i < prompt_ids.size(); ++i) {
+    const int32_t t = prompt_ids[i];
+    if (t < 0 || t >= config.vocab_size) {
+      return absl::InvalidArgumentError(StrCat(
+          "prompt token ", i, " is ", t, ", outside the vocabulary [0, ", config.vocab_size, ")"));
+    }
+  }
+  const int64_t context = config.max_position_embeddings;
+  if (prompt_len >= context) {
+    return absl::InvalidArgumentError(StrCat(
+        "This model's maximum context length is ", context, " tokens. However, your prompt has ",
+        prompt_len, " tokens, which leaves no room to generate. Shorten the prompt."));
+  }
+  return absl::OkStatus();
+}
+
+std::vector<BlockHash> Engine::PromptBlockHashes(std::span<const int32_t> prompt_ids,
+                                                 const std::string& cache_salt) const {
+  const int64_t bs = options_.block_size;
+  std::vector<BlockHash> hashes;
+  BlockHash parent = NamespaceHash({options_.model_id, "", cache_salt}, bs);
+  for (int64_t b = 0; (b + 1) * bs <= static_cast<int64_t>(prompt_ids.size()); ++b) {
+    parent = ChainBlockHash(parent, prompt_ids.subspan(b * bs, bs));
+    hashes.push_back(parent);
+  }
+  return hashes;
+}
+
+absl::Status Engine::RunOnEngineThread(std::function<absl::Status()> task) {
+  std::promise<absl::Status> done;
+  std::future<absl::Status> result = done.get_future();
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stop_) return absl::UnavailableError("the engine is shutting down");
+    tasks_.push_back([&done, task = std::move(task)] { done.set_value(task()); });
+  }
+  wake_.notify_all();
+  return result.get();
+}
+
+absl::StatusOr<KvReservation> Engine::ReserveKv(const std::string& transfer_id,
+                                                std::vector<int32_t> prompt_ids,
+                                                const std::string& cache_salt) {
+  if (transfer_id.empty() || transfer_id.size() > 256) {
+    return absl::InvalidArgumentError(
+        StrCat("the transfer id has ", transfer_id.size(), " bytes; it must have 1 to 256"));
+  }
+  BATON_RETURN_IF_ERROR(CheckPrompt(prompt_ids));
+  const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
+  BATON_RETURN_IF_ERROR(scheduler_->CheckFits(prompt_len, prompt_len + 1));
+  std::vector<BlockHash> hashes = PromptBlockHashes(prompt_ids, cache_salt);
+  KvReservation out;
+  absl::Status status = RunOnEngineThread([&]() -> absl::Status {
+    if (reserved_.contains(transfer_id)) {
+      return absl::AlreadyExistsError(
+          StrCat("transfer id '", transfer_id, "' already holds a reservation"));
+    }
+    const int64_t blocks = scheduler_->BlocksFor(prompt_len);
+    // Unlike a local prefill, the whole prompt may come from the cache: the first token
+    // was sampled elsewhere.
+    const int64_t hit = blocks_->CountCachedPrefix(hashes);
+    const int64_t need = blocks - hit;
+    const int64_t free = blocks_->num_available() - blocks_->CountIdle(hashes, hit);
+    if (need > free) {
+      return absl::ResourceExhaustedError(
+          StrCat("the prompt needs ", need, " free KV pages and ", free,
+                 " are free now; retry later or give the KV cache more memory"));
+    }
+    auto r = std::make_unique<Reserved>();
+    r->prompt = std::move(prompt_ids);
+    r->cached_blocks = hit;
+    r->pages = blocks_->AcquireCached(hashes, hit);
+    for (int64_t i = 0; i < need; ++i) {
+      absl::StatusOr<int32_t> page = blocks_->Allocate();
+      BATON_CHECK(page.ok());
+      r->pages.push_back(*page);
+    }
+    blocks_->Flush();  // evictions
+    out.cached_blocks = hit;
+    out.cached_hashes.assign(hashes.begin(), hashes.begin() + hit);
+    out.pages.assign(r->pages.begin() + hit, r->pages.end());
+    reserved_pages_ += need;
+    reserved_.emplace(transfer_id, std::move(r));
+    std::lock_guard<std::mutex> lock(mu_);
+    PublishStatsLocked();
+    return absl::OkStatus();
+  });
+  if (!status.ok()) return status;
+  return out;
+}
+
+absl::Status Engine::CompleteKv(const std::string& transfer_id, SampledToken first,
+                                int64_t cached_tokens) {
+  if (first.id < 0 || first.id >= model_->model->config().vocab_size) {
+    return absl::InvalidArgumentError(StrCat("the first token is ", first.id,
+                                             ", outside the vocabulary [0, ",
+                                             model_->model->config().vocab_size, ")"));
+  }
+  return RunOnEngineThread([&]() -> absl::Status {
+    auto it = reserved_.find(transfer_id);
+    if (it == reserved_.end()) {
+      return absl::NotFoundError(StrCat("no KV reservation has transfer id '", transfer_id,
+                                        "' (it expired or was released)"));
+    }
+    if (it->second->complete) {
+      return absl::FailedPreconditionError(
+          StrCat("the KV transfer '", transfer_id, "' was already completed"));
+    }
+    it->second->complete = true;
+    it->second->first = std::move(first);
+    it->second->cached_tokens =
+        std::clamp<int64_t>(cached_tokens, 0, static_cast<int64_t>(it->second->prompt.size()));
+    return absl::OkStatus();
+  });
+}
+
+absl::Status Engine::ReleaseKv(const std::string& transfer_id) {
+  return RunOnEngineThread([&]() -> absl::Status {
+    auto it = reserved_.find(transfer_id);
+    if (it == reserved_.end()) {
+      return absl::NotFoundError(StrCat("no KV reservation has transfer id '", transfer_id, "'"));
+    }
+    const Reserved& r = *it->second;
+    for (auto p = r.pages.rbegin(); p != r.pages.rend(); ++p) blocks_->Release(*p);
+    blocks_->Flush();
+    reserved_pages_ -= static_cast<int64_t>(r.pages.size()) - r.cached_blocks;
+    reserved_.erase(it);
+    std::lock_guard<std::mutex> lock(mu_);
+    PublishStatsLocked();
+    return absl::OkStatus();
+  });
 }
 
 absl::Status Engine::Cancel(const std::string& id) {
@@ -270,7 +417,8 @@ void Engine::Loop() {
     {
       std::unique_lock<std::mutex> lock(mu_);
       wake_.wait(lock, [&] {
-        return stop_ || has_work || !inbox_.empty() || !cancels_.empty() || reset_cache_;
+        return stop_ || has_work || !inbox_.empty() || !tasks_.empty() || !cancels_.empty() ||
+               reset_cache_;
       });
       if (stop_) break;
     }
@@ -285,15 +433,23 @@ void Engine::Loop() {
 
 void Engine::DrainInbox() {
   std::deque<std::unique_ptr<Live>> inbox;
+  std::vector<std::function<void()>> tasks;
   std::vector<uint64_t> cancels;
   bool reset = false;
   {
     std::lock_guard<std::mutex> lock(mu_);
     inbox.swap(inbox_);
+    tasks.swap(tasks_);
     cancels.swap(cancels_);
     reset = reset_cache_;
   }
+  for (auto& task : tasks) task();
+  const size_t drained = inbox.size();
   for (auto& live : inbox) {
+    if (!live->kv_transfer_id.empty()) {
+      AdmitTransferred(std::move(live));
+      continue;
+    }
     const uint64_t id = live->seq_id;
     absl::Status added = scheduler_->Add(std::move(live->seq));
     live_.emplace(id, std::move(live));
@@ -304,11 +460,11 @@ void Engine::DrainInbox() {
       ++counters_.requests_failed;
     }
   }
-  if (!inbox.empty()) {
+  if (drained > 0) {
     // Moved from the inbox to the scheduler's queue in one step, so that Submit's
     // queue-length check never sees them in neither place.
     std::lock_guard<std::mutex> lock(mu_);
-    queued_ -= static_cast<int64_t>(inbox.size());
+    queued_ -= static_cast<int64_t>(drained);
     stats_.waiting = scheduler_->num_waiting();
   }
   for (uint64_t id : cancels) {
@@ -367,7 +523,24 @@ void Engine::Step() {
                                    item.wants_logits ? LogitsWanted::kLast : LogitsWanted::kNone});
   }
   ++counters_.steps;
+  // Prefill-role sequences hand each layer's K/V to their sinks as it lands.
+  std::vector<KvSink*> sinks(plan.items.size(), nullptr);
+  bool any_sink = false;
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    sinks[i] = live_.at(plan.items[i].seq->id)->sink.get();
+    any_sink = any_sink || sinks[i] != nullptr;
+  }
+  if (any_sink) {
+    runner_->set_layer_kv_hook([&sinks](int64_t layer, std::span<const SequenceInput> batch) {
+      for (size_t i = 0; i < batch.size(); ++i) {
+        if (sinks[i] == nullptr) continue;
+        sinks[i]->OnLayerWritten(layer, batch[i].block_table, batch[i].start_pos,
+                                 static_cast<int64_t>(batch[i].tokens.size()));
+      }
+    });
+  }
   absl::Status ran = runner_->Forward(inputs, &out_);
+  if (any_sink) runner_->set_layer_kv_hook(nullptr);
   if (!ran.ok()) {
     // Inputs were checked at Submit, so this is a bug; the step's requests fail cleanly.
     for (const StepItem& item : plan.items) {
@@ -389,17 +562,87 @@ void Engine::Step() {
   }
   scheduler_->Commit(plan, sampled);
 
+  // Nothing a sink posted may still be reading pages once this step is over: the next
+  // Schedule may preempt and reuse them. A sink that failed fails its request.
+  std::vector<bool> sink_failed(plan.items.size(), false);
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    if (sinks[i] == nullptr) continue;
+    absl::Status drained = sinks[i]->Drain(plan.items[i].seq->block_table, sampled[i].has_value());
+    if (drained.ok()) continue;
+    sink_failed[i] = true;
+    TokenEvent e;
+    e.status = std::move(drained);
+    End(plan.items[i].seq->id, std::move(e));
+    ++counters_.requests_failed;
+  }
+
   const auto after = Clock::now();
   for (size_t i = 0; i < plan.items.size(); ++i) {
-    if (!sampled[i]) continue;
-    const uint64_t id = plan.items[i].seq->id;
+    if (!sampled[i] || sink_failed[i]) continue;
+    EmitToken(plan.items[i].seq->id, std::move(tokens[i]), after);
+  }
+}
+
+void Engine::AdmitTransferred(std::unique_ptr<Live> live) {
+  const uint64_t id = live->seq_id;
+  auto fail = [&](absl::Status status) {
+    live_.emplace(id, std::move(live));
+    TokenEvent e;
+    e.status = std::move(status);
+    End(id, std::move(e));
+    ++counters_.requests_failed;
+  };
+  auto it = reserved_.find(live->kv_transfer_id);
+  if (it == reserved_.end() || !it->second->complete) {
+    return fail(absl::FailedPreconditionError(
+        StrCat("no completed KV transfer has id '", live->kv_transfer_id,
+               "': it was never completed, it expired, or another request claimed it")));
+  }
+  Reserved& r = *it->second;
+  Sequence& seq = *live->seq;
+  if (r.prompt != seq.tokens) {
+    return fail(absl::InvalidArgumentError(
+        StrCat("the prompt (", seq.tokens.size(), " tokens) is not the one KV transfer '",
+               live->kv_transfer_id, "' carried (", r.prompt.size(), " tokens)")));
+  }
+  // The pages become the sequence's: from here the scheduler releases them.
+  seq.block_table = std::move(r.pages);
+  seq.num_computed = seq.prompt_len;
+  seq.num_stored = r.cached_blocks;
+  seq.cached_prompt_tokens = r.cached_tokens;
+  seq.kv_ready = true;
+  SampledToken first = std::move(r.first);
+  reserved_pages_ -= static_cast<int64_t>(seq.block_table.size()) - r.cached_blocks;
+  reserved_.erase(it);
+  std::vector<int32_t> pages = seq.block_table;
+  absl::Status added = scheduler_->Add(std::move(live->seq));
+  if (!added.ok()) {
+    for (auto p = pages.rbegin(); p != pages.rend(); ++p) blocks_->Release(*p);
+    blocks_->Flush();
+    return fail(added);
+  }
+  ++counters_.kv_transfers_admitted;
+  Sequence* queued = scheduler_->Find(id);
+  queued->tokens.push_back(first.id);
+  live->sampler = std::make_unique<SequenceSampler>(
+      live->params, std::span(queued->tokens).first(queued->prompt_len), live->seed,
+      std::span(&first.id, 1));
+  live->scheduled = true;
+  live->first_scheduled = Clock::now();
+  live_.emplace(id, std::move(live));
+  EmitToken(id, std::move(first), Clock::now());
+}
+
+void Engine::EmitToken(uint64_t id, SampledToken sampled, Clock::time_point after) {
+  {
     Live* live = live_.at(id).get();
-    const int32_t token = *sampled[i];
+    const Sequence* seq = scheduler_->Find(id);
+    const int32_t token = sampled.id;
     ++counters_.generated_tokens;
     if (live->generated++ == 0) live->first_token = after;
     TokenEvent e;
     e.token_ids.push_back(token);
-    if (live->params.logprobs >= 0) e.logprobs.push_back(std::move(tokens[i]));
+    if (live->params.logprobs >= 0) e.logprobs.push_back(std::move(sampled));
     const StopDecision decision = live->stop->Check(token, live->generated);
     bool finished = decision.reason != FinishReason::kNone;
     e.finish_reason = decision.reason;
@@ -438,8 +681,8 @@ void Engine::Step() {
       if (live->generated == 1) {
         // A client that stops the request itself (a router matching stop strings) still
         // learns how much of the prompt the prefix cache served.
-        e.usage.prompt_tokens = plan.items[i].seq->prompt_len;
-        e.usage.cached_tokens = plan.items[i].seq->cached_prompt_tokens;
+        e.usage.prompt_tokens = seq->prompt_len;
+        e.usage.cached_tokens = seq->cached_prompt_tokens;
         e.timings.queue_seconds = Seconds(live->arrival, live->first_scheduled);
         e.timings.time_to_first_token_seconds = Seconds(live->arrival, live->first_token);
       }
@@ -489,6 +732,8 @@ void Engine::PublishStatsLocked() {
                                                         static_cast<double>(s.prefix_queried_tokens)
                                                   : 0.0;
   s.preemptions = scheduler_->num_preemptions();
+  s.kv_reservations = static_cast<int64_t>(reserved_.size());
+  s.kv_pages_reserved = reserved_pages_;
   stats_ = s;
   idle_cv_.notify_all();
 }

@@ -12,9 +12,11 @@
 // drains at the start of every step.
 #pragma once
 
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,6 +30,7 @@
 #include "engine/block_manager.h"
 #include "engine/kv_events.h"
 #include "engine/kv_pool.h"
+#include "engine/kv_sink.h"
 #include "engine/loaded_model.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
@@ -60,6 +63,24 @@ struct EngineRequest {
   int priority = 0;        // lower runs first (vLLM's convention)
   std::string cache_salt;  // separates tenants' prefix caches
   bool detokenize = true;  // produce text deltas and apply stop strings
+  // Prefill role: also hand each layer's K/V of the prompt to this sink as it is computed
+  // (engine/kv_sink.h). Such a request normally asks for one token.
+  std::shared_ptr<KvSink> kv_sink;
+  // Decode role: the id of a completed KV transfer (ReserveKv, then CompleteKv) whose
+  // pages hold this prompt's K/V. The request starts from the transfer's first token
+  // instead of computing the prompt; prompt_ids must equal the reserved prompt.
+  std::string kv_transfer_id;
+};
+
+// Pages reserved for a prompt whose K/V another worker computes (the decode role's side
+// of a KV transfer).
+struct KvReservation {
+  // The prompt's blocks [0, cached_blocks) were already in this engine's prefix cache;
+  // pages[i] is reserved for block cached_blocks + i, through the prompt's last
+  // (possibly partial) block.
+  int64_t cached_blocks = 0;
+  std::vector<BlockHash> cached_hashes;  // the chained hashes of blocks [0, cached_blocks)
+  std::vector<int32_t> pages;
 };
 
 struct Usage {
@@ -129,6 +150,9 @@ struct EngineStats {
   int64_t requests_failed = 0;
   int64_t prompt_tokens_computed = 0;
   int64_t generated_tokens = 0;
+  int64_t kv_reservations = 0;        // reserved for incoming KV transfers, not yet admitted
+  int64_t kv_pages_reserved = 0;      // pages those hold (also counted in pages_used)
+  int64_t kv_transfers_admitted = 0;  // requests started from a received prompt
 };
 
 class Engine {
@@ -152,6 +176,31 @@ class Engine {
   // Empties the prefix cache once no request is running (AllCleared event).
   absl::Status ResetPrefixCache();
 
+  // Decode role. Reserves pages for `prompt_ids` under `transfer_id` (1 to 256 bytes,
+  // unique among live reservations): the prompt's blocks already in the prefix cache are
+  // held, and fresh pages cover the rest. InvalidArgument for a bad prompt (as Submit);
+  // ResourceExhausted, naming the pages needed and free, when they are not free now.
+  // Leases (deadlines) are the caller's: it releases what it does not use.
+  absl::StatusOr<KvReservation> ReserveKv(const std::string& transfer_id,
+                                          std::vector<int32_t> prompt_ids,
+                                          const std::string& cache_salt);
+  // The reserved pages now hold the prompt's K/V; `first` is the token the prefill worker
+  // sampled, `cached_tokens` the prompt tokens its prefix cache served (reported in
+  // usage). A request with kv_transfer_id may now claim it. NotFound when no such
+  // reservation is live; FailedPrecondition when it was already completed.
+  absl::Status CompleteKv(const std::string& transfer_id, SampledToken first,
+                          int64_t cached_tokens);
+  // Frees a reservation that no request claimed. NotFound when none is live.
+  absl::Status ReleaseKv(const std::string& transfer_id);
+  // The page pool's memory, for registering it with a transport. Pages are
+  // layout.bytes_per_block() apart from page 0.
+  float* kv_pool_data() { return pool_->block_data(0); }
+  int64_t kv_pool_bytes() const { return pool_->num_blocks() * pool_->layout().bytes_per_block(); }
+  const KvLayout& kv_layout() const { return pool_->layout(); }
+  // The chained hashes of the full blocks of `prompt_ids` in `cache_salt`'s namespace.
+  std::vector<BlockHash> PromptBlockHashes(std::span<const int32_t> prompt_ids,
+                                           const std::string& cache_salt) const;
+
   int64_t num_kv_pages() const { return pool_->num_blocks(); }
   const LoadedModel& model() const { return *model_; }
   const EngineOptions& options() const { return options_; }
@@ -161,7 +210,16 @@ class Engine {
 
  private:
   struct Live;  // per-request engine-thread state
+  struct Reserved;
   Engine(const LoadedModel* model, const EngineOptions& options);
+  // Runs `task` on the engine thread before its next step and waits for it.
+  absl::Status RunOnEngineThread(std::function<absl::Status()> task);
+  absl::Status CheckPrompt(std::span<const int32_t> prompt_ids) const;
+  // Starts a request whose prompt arrived by KV transfer: engine thread, in DrainInbox.
+  void AdmitTransferred(std::unique_ptr<Live> live);
+  // The engine-thread side of a sampled token: stop checks, text, and the event; ends the
+  // request when it finishes.
+  void EmitToken(uint64_t seq_id, SampledToken token, std::chrono::steady_clock::time_point at);
   void Loop();
   void DrainInbox();
   void Step();
@@ -185,7 +243,8 @@ class Engine {
   std::condition_variable wake_;     // the engine thread waits here for work
   std::condition_variable idle_cv_;  // WaitIdle waits here
   std::deque<std::unique_ptr<Live>> inbox_;
-  std::vector<uint64_t> cancels_;  // sequence ids
+  std::vector<std::function<void()>> tasks_;  // RunOnEngineThread's
+  std::vector<uint64_t> cancels_;             // sequence ids
   bool reset_cache_ = false;
   absl::Status reset_result_;
   bool stop_ = false;
@@ -196,6 +255,8 @@ class Engine {
 
   // Engine-thread state.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Live>> live_;
+  absl::flat_hash_map<std::string, std::unique_ptr<Reserved>> reserved_;  // transfer id ->
+  int64_t reserved_pages_ = 0;
   EngineStats counters_;
   ForwardOutput out_;
   std::thread thread_;

@@ -114,6 +114,7 @@ void Scheduler::ReleasePages(Sequence* seq) {
   seq->block_table.clear();
   seq->num_computed = 0;
   seq->num_stored = 0;
+  seq->kv_ready = false;
 }
 
 void Scheduler::Preempt(Sequence* seq, StepPlan* plan, int64_t* budget) {
@@ -137,6 +138,18 @@ bool Scheduler::TryAdmit(Sequence* seq, int64_t budget, StepPlan* plan) {
   ExtendHashes(seq);
   const int64_t bs = config_.block_size;
   const int64_t len = static_cast<int64_t>(seq->tokens.size());
+  if (seq->kv_ready) {
+    // Its pages came with it; it needs room only for what follows the received prompt.
+    const int64_t n = std::min({len - seq->num_computed, config_.max_prefill_chunk, budget});
+    if (!Grow(seq, seq->num_computed + n)) return false;
+    seq->admitted_once = true;
+    Erase(&waiting_, seq);
+    seq->state = SequenceState::kRunning;
+    InsertSorted(&running_, seq, &Before);
+    plan->items.push_back(StepItem{seq, seq->num_computed, n, seq->num_computed + n == len});
+    plan->num_tokens += n;
+    return true;
+  }
   // At least the last token is computed, for its logits.
   const int64_t hit = std::min(blocks_->CountCachedPrefix(seq->block_hashes), (len - 1) / bs);
   const int64_t hit_tokens = hit * bs;

@@ -65,6 +65,11 @@ struct Sequence {
   int64_t cached_prompt_tokens = 0;     // prompt tokens found cached at first admission
   int num_preemptions = 0;
   bool admitted_once = false;
+  // The prompt's K/V arrived in block_table's pages from another worker (its K/V for
+  // positions [0, num_computed) is there): admission takes no prefix lookup and computes
+  // only what follows. Cleared when the pages are released (a preempted sequence
+  // recomputes its prompt like any other).
+  bool kv_ready = false;
 };
 
 struct StepItem {
