@@ -68,7 +68,8 @@ struct EngineRequest {
   std::shared_ptr<KvSink> kv_sink;
   // Decode role: the id of a completed KV transfer (ReserveKv, then CompleteKv) whose
   // pages hold this prompt's K/V. The request starts from the transfer's first token
-  // instead of computing the prompt; prompt_ids must equal the reserved prompt.
+  // instead of computing the prompt; prompt_ids must equal the reserved prompt (else the
+  // request fails and the reservation is freed: the claim ends its lease).
   std::string kv_transfer_id;
 };
 

@@ -12,13 +12,13 @@
 #include "common/strings.h"
 #include "router/router_flags.h"
 #include "router/router_server.h"
-#include "tools/worker_runtime.h"
+#include "worker/worker_runtime.h"
 
 namespace baton::tools {
 namespace {
 
 struct ServeFlags {
-  WorkerFlags worker;
+  worker::WorkerFlags worker;
   router::RouterFlags router;
 };
 
@@ -28,7 +28,8 @@ absl::Status Run(ServeFlags flags) {
   flags.router.model = flags.worker.model;
   BATON_ASSIGN_OR_RETURN(router::RouterOptions options, router::ToRouterOptions(flags.router));
   std::fprintf(stderr, "baton serve: loading %s\n", flags.worker.model.c_str());
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> worker, WorkerRuntime::Start(flags.worker));
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerRuntime> worker,
+                         worker::WorkerRuntime::Start(flags.worker));
   options.worker = StrCat("127.0.0.1:", worker->port());
   BATON_ASSIGN_OR_RETURN(auto router, router::RouterServer::Start(options));
   // The first stdout line says where it listens (scripts and tests read the ports here).
@@ -59,7 +60,7 @@ void AddServeCommand(CLI::App& app) {
                   "Loopback port of the internal worker API (0: any free port)")
       ->envname("BATON_WORKER_PORT")
       ->check(CLI::Range(0, 65535));
-  AddEngineFlags(cmd, &f->worker);
+  worker::AddEngineFlags(cmd, &f->worker);
   cmd->callback([f] {
     absl::Status status = Run(*f);
     if (!status.ok()) {

@@ -32,7 +32,7 @@ absl::Status CheckBytes(std::string_view field, size_t size, size_t max) {
 
 // The checks of a layout on its own: every dimension positive, a known dtype, a TP rank
 // inside its group, and page_bytes equal to the product it stands for.
-absl::Status CheckLayoutSane(const PageLayout& layout) {
+absl::Status CheckLayoutSane(const PageLayout& layout, std::string_view field = "ticket.layout") {
   const struct {
     const char* name;
     int64_t value;
@@ -43,7 +43,7 @@ absl::Status CheckLayoutSane(const PageLayout& layout) {
   for (const auto& dim : dims) {
     if (dim.value <= 0) {
       return absl::InvalidArgumentError(
-          StrCat("ticket.layout.", dim.name, " is ", dim.value, "; it must be at least 1"));
+          StrCat(field, ".", dim.name, " is ", dim.value, "; it must be at least 1"));
     }
   }
   const int64_t elem = DtypeBytes(layout.dtype);
@@ -53,41 +53,43 @@ absl::Status CheckLayoutSane(const PageLayout& layout) {
         layout.dtype.size() <= 16 && std::all_of(layout.dtype.begin(), layout.dtype.end(),
                                                  [](char c) { return c >= 0x20 && c < 0x7f; });
     return absl::InvalidArgumentError(
-        StrCat("ticket.layout.dtype is ",
+        StrCat(field, ".dtype is ",
                printable ? StrCat("'", layout.dtype, "'") : StrCat(layout.dtype.size(), " bytes"),
                "; it must be one of f32, bf16, f16"));
   }
   if (layout.tp_size < 1) {
     return absl::InvalidArgumentError(
-        StrCat("ticket.layout.tp_size is ", layout.tp_size, "; it must be at least 1"));
+        StrCat(field, ".tp_size is ", layout.tp_size, "; it must be at least 1"));
   }
   if (layout.tp_rank < 0 || layout.tp_rank >= layout.tp_size) {
-    return absl::InvalidArgumentError(StrCat("ticket.layout.tp_rank is ", layout.tp_rank,
+    return absl::InvalidArgumentError(StrCat(field, ".tp_rank is ", layout.tp_rank,
                                              "; it must be in [0, tp_size ", layout.tp_size, ")"));
   }
   int64_t want = 2 * elem;  // K and V
   for (const auto& dim : dims) {
     if (__builtin_mul_overflow(want, dim.value, &want)) {
       return absl::InvalidArgumentError(
-          "ticket.layout: num_layers * 2 * block_size * num_kv_heads * head_dim * dtype bytes "
-          "overflows int64");
+          StrCat(field,
+                 ": num_layers * 2 * block_size * num_kv_heads * head_dim * dtype bytes "
+                 "overflows int64"));
     }
   }
   if (layout.page_bytes != want) {
-    return absl::InvalidArgumentError(StrCat(
-        "ticket.layout.page_bytes is ", layout.page_bytes, "; num_layers ", layout.num_layers,
-        " * 2 * block_size ", layout.block_size, " * num_kv_heads ", layout.num_kv_heads,
-        " * head_dim ", layout.head_dim, " * ", elem, " (", layout.dtype, ") is ", want));
+    return absl::InvalidArgumentError(
+        StrCat(field, ".page_bytes is ", layout.page_bytes, "; num_layers ", layout.num_layers,
+               " * 2 * block_size ", layout.block_size, " * num_kv_heads ", layout.num_kv_heads,
+               " * head_dim ", layout.head_dim, " * ", elem, " (", layout.dtype, ") is ", want));
   }
   return absl::OkStatus();
 }
 
 // The first field in which the receiver's layout differs from this worker's, as
 // FailedPrecondition naming both values; OK when they are equal.
-absl::Status CheckLayoutMatches(const PageLayout& theirs, const PageLayout& ours) {
-  const auto differs = [](std::string_view field, const auto& a, const auto& b) {
-    return absl::FailedPreconditionError(StrCat("the receiver's page layout differs: ", field, " ",
-                                                a, " (receiver) vs ", b, " (this worker)"));
+absl::Status CheckLayoutMatches(const PageLayout& theirs, const PageLayout& ours,
+                                std::string_view who = "receiver") {
+  const auto differs = [who](std::string_view field, const auto& a, const auto& b) {
+    return absl::FailedPreconditionError(StrCat("the ", who, "'s page layout differs: ", field, " ",
+                                                a, " (", who, ") vs ", b, " (this worker)"));
   };
   if (theirs.num_layers != ours.num_layers) {
     return differs("num_layers", theirs.num_layers, ours.num_layers);
@@ -109,6 +111,11 @@ absl::Status CheckLayoutMatches(const PageLayout& theirs, const PageLayout& ours
 }
 
 }  // namespace
+
+absl::Status CheckSenderLayout(const PageLayout& sender, const PageLayout& local) {
+  BATON_RETURN_IF_ERROR(CheckLayoutSane(sender, "sender_layout"));
+  return CheckLayoutMatches(sender, local, "sender");
+}
 
 int64_t DtypeBytes(const std::string& dtype) {
   if (dtype == "f32") return 4;

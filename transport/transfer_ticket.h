@@ -88,6 +88,11 @@ struct TicketLimits {
 absl::Status ValidateTicket(const TransferTicket& ticket, const PageLayout& local,
                             const TicketLimits& limits, absl::Time now);
 
+// The receiver's check of the layout a sender says it writes (ReserveRequest
+// .sender_layout): well formed (InvalidArgument naming sender_layout's field), and equal to
+// `local` (FailedPrecondition naming the first field that differs, with both values).
+absl::Status CheckSenderLayout(const PageLayout& sender, const PageLayout& local);
+
 // The receiver's checks of a completion against the ticket it issued: same request, the
 // number of blocks and bytes it expects, a token id inside the vocabulary. A block or
 // byte count mismatch is DataLoss, the rest InvalidArgument. The checksum is not checked

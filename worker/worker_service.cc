@@ -72,6 +72,10 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
     return absl::InvalidArgumentError(StrCat("cache_salt is ", in.cache_salt().size(),
                                              " bytes; the limit is ", kMaxCacheSaltBytes));
   }
+  if (in.kv_transfer_id().size() > kMaxRequestIdBytes) {
+    return absl::InvalidArgumentError(StrCat("kv_transfer_id is ", in.kv_transfer_id().size(),
+                                             " bytes; the limit is ", kMaxRequestIdBytes));
+  }
   if (in.prompt_ids_size() > kMaxPromptIds) {
     return absl::InvalidArgumentError(
         StrCat("prompt_ids has ", in.prompt_ids_size(), " ids; the limit is ", kMaxPromptIds));
@@ -82,6 +86,7 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
   r.priority = in.priority();
   r.cache_salt = in.cache_salt();
   r.detokenize = in.detokenize();
+  r.kv_transfer_id = in.kv_transfer_id();
   const pb::SamplingParams& p = in.params();
   engine::SamplingParams& s = r.params;
   if (p.has_temperature()) s.temperature = p.temperature();
@@ -105,15 +110,32 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
 
 class WorkerService::WorkerImpl final : public pb::Worker::Service {
  public:
-  explicit WorkerImpl(engine::Engine* engine) : engine_(engine) {}
+  WorkerImpl(engine::Engine* engine, KvReceiver* receiver, KvSender* sender, std::string role)
+      : engine_(engine), receiver_(receiver), sender_(sender), role_(std::move(role)) {}
 
   grpc::Status Generate(grpc::ServerContext* ctx, const pb::GenerateRequest* req,
                         grpc::ServerWriter<pb::GenerateResponse>* writer) override {
     absl::StatusOr<engine::EngineRequest> request = FromProto(*req);
     if (!request.ok()) return ToGrpcStatus(request.status());
+    const std::string transfer_id = request->kv_transfer_id;
+    if (!transfer_id.empty()) {
+      if (receiver_ == nullptr) {
+        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                            StrCat("this worker (role ", role_,
+                                   ") does not receive KV transfers; send kv_transfer_id to a "
+                                   "decode worker"));
+      }
+      if (absl::Status claimed = receiver_->Claim(transfer_id); !claimed.ok()) {
+        return ToGrpcStatus(claimed);
+      }
+    }
     absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
         engine_->Submit(*std::move(request));
-    if (!stream.ok()) return ToGrpcStatus(stream.status());
+    if (!stream.ok()) {
+      // The claim ended the transfer's lease: free its pages here.
+      if (!transfer_id.empty()) (void)engine_->ReleaseKv(transfer_id);
+      return ToGrpcStatus(stream.status());
+    }
     bool cancelled = false;
     engine::TokenEvent e;
     for (;;) {
@@ -140,6 +162,21 @@ class WorkerService::WorkerImpl final : public pb::Worker::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status Prefill(grpc::ServerContext* ctx, const pb::PrefillRequest* req,
+                       pb::PrefillResponse* out) override {
+    if (sender_ == nullptr) {
+      return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                          StrCat("this worker (role ", role_,
+                                 ") does not send KV transfers; send Prefill to a prefill "
+                                 "worker"));
+    }
+    absl::StatusOr<pb::PrefillResponse> done =
+        sender_->Run(*req, [ctx] { return ctx->IsCancelled(); });
+    if (!done.ok()) return ToGrpcStatus(done.status());
+    *out = *std::move(done);
+    return grpc::Status::OK;
+  }
+
   grpc::Status GetStats(grpc::ServerContext*, const pb::GetStatsRequest*,
                         pb::GetStatsResponse* out) override {
     const engine::EngineStats s = engine_->Stats();
@@ -156,6 +193,9 @@ class WorkerService::WorkerImpl final : public pb::Worker::Service {
     out->set_requests_cancelled(s.requests_cancelled);
     out->set_requests_failed(s.requests_failed);
     out->set_generated_tokens(s.generated_tokens);
+    out->set_kv_reservations(s.kv_reservations);
+    out->set_kv_pages_reserved(s.kv_pages_reserved);
+    out->set_kv_transfers_admitted(s.kv_transfers_admitted);
     return grpc::Status::OK;
   }
 
@@ -170,11 +210,15 @@ class WorkerService::WorkerImpl final : public pb::Worker::Service {
     out->set_block_size(engine_->options().block_size);
     out->mutable_eos_token_ids()->Add(m.eos_token_ids.begin(), m.eos_token_ids.end());
     out->set_block_hash_spec_version(engine::kBlockHashSpecVersion);
+    out->set_role(role_);
     return grpc::Status::OK;
   }
 
  private:
   engine::Engine* engine_;
+  KvReceiver* receiver_;
+  KvSender* sender_;
+  std::string role_;
 };
 
 class WorkerService::KvEventsImpl final : public pb::KvEvents::Service {
@@ -231,8 +275,9 @@ class WorkerService::KvEventsImpl final : public pb::KvEvents::Service {
   engine::Engine* engine_;
 };
 
-WorkerService::WorkerService(engine::Engine* engine)
-    : worker_(std::make_unique<WorkerImpl>(engine)),
+WorkerService::WorkerService(engine::Engine* engine, KvReceiver* receiver, KvSender* sender,
+                             std::string role)
+    : worker_(std::make_unique<WorkerImpl>(engine, receiver, sender, std::move(role))),
       kv_events_(std::make_unique<KvEventsImpl>(engine)) {}
 
 WorkerService::~WorkerService() = default;

@@ -1,7 +1,7 @@
-// The gRPC face of one engine: baton.internal.v1.Worker (Generate, GetStats) and
-// baton.internal.v1.KvEvents (Subscribe, GetSnapshot).
+// The gRPC face of one engine: baton.internal.v1.Worker (Generate, Prefill, GetStats,
+// GetModelInfo) and baton.internal.v1.KvEvents (Subscribe, GetSnapshot).
 //
-//   WorkerService service(engine.get());
+//   WorkerService service(engine.get());   // colocated, without KV transfers
 //   grpc::ServerBuilder builder;
 //   builder.RegisterService(service.worker());
 //   builder.RegisterService(service.kv_events());
@@ -9,6 +9,10 @@
 // Generate maps engine errors to gRPC codes (INVALID_ARGUMENT, RESOURCE_EXHAUSTED for a
 // full queue, ALREADY_EXISTS, CANCELLED), and cancels the request in the engine as soon
 // as the call is cancelled, its deadline passes or the client goes away.
+//
+// Roles: a worker with a KvReceiver accepts Generate calls that name a completed KV
+// transfer (decode role); one with a KvSender serves Prefill (prefill role). A colocated
+// worker may have both.
 #pragma once
 
 #include <memory>
@@ -18,6 +22,8 @@
 #include "baton/internal/v1/worker.grpc.pb.h"
 #include "engine/engine.h"
 #include "grpcpp/grpcpp.h"
+#include "worker/kv_receiver.h"
+#include "worker/kv_sender.h"
 
 namespace baton::worker {
 
@@ -29,7 +35,10 @@ absl::StatusOr<engine::EngineRequest> FromProto(const baton::internal::v1::Gener
 
 class WorkerService {
  public:
-  explicit WorkerService(engine::Engine* engine);  // must outlive the service
+  // Everything must outlive the service; `receiver` and `sender` may be null. `role` is
+  // what GetModelInfo reports: "colocated", "prefill" or "decode".
+  explicit WorkerService(engine::Engine* engine, KvReceiver* receiver = nullptr,
+                         KvSender* sender = nullptr, std::string role = "colocated");
   ~WorkerService();
   WorkerService(const WorkerService&) = delete;
   WorkerService& operator=(const WorkerService&) = delete;

@@ -245,18 +245,11 @@ TEST(KvTransferEngineTest, ReservationsAreCountedAndReleased) {
   EXPECT_EQ(res.last.status.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_THAT(res.last.status.message(), HasSubstr("no completed KV transfer has id 'a'"));
   EXPECT_EQ((*decode)->Stats().kv_reservations, 1);
-  // A claim with another prompt is refused; the reservation waits for the right one.
+  // A completed transfer starts the request with its first token.
   SampledToken first;
   first.id = 5;
   ASSERT_TRUE((*decode)->CompleteKv("a", first, 0).ok());
   EXPECT_EQ((*decode)->CompleteKv("a", first, 0).code(), absl::StatusCode::kFailedPrecondition);
-  EngineRequest other = early;
-  other.prompt_ids.back() = 8;
-  stream = (*decode)->Submit(other);
-  ASSERT_TRUE(stream.ok());
-  res = Collect(stream->get());
-  EXPECT_EQ(res.last.status.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(res.last.status.message(), HasSubstr("is not the one KV transfer 'a' carried"));
   EngineRequest right = early;
   right.params.max_tokens = 3;
   right.params.temperature = 0;
@@ -266,6 +259,19 @@ TEST(KvTransferEngineTest, ReservationsAreCountedAndReleased) {
   EXPECT_TRUE(res.last.status.ok()) << res.last.status;
   ASSERT_EQ(res.ids.size(), 3u);
   EXPECT_EQ(res.ids[0], 5) << "the transferred first token comes first";
+  ExpectAllFree(decode->get());
+
+  // A claim with another prompt is refused, and frees the reservation it took over.
+  ASSERT_TRUE((*decode)->ReserveKv("c", prompt, "").ok());
+  ASSERT_TRUE((*decode)->CompleteKv("c", first, 0).ok());
+  EngineRequest other = early;
+  other.kv_transfer_id = "c";
+  other.prompt_ids.back() = 8;
+  stream = (*decode)->Submit(other);
+  ASSERT_TRUE(stream.ok());
+  res = Collect(stream->get());
+  EXPECT_EQ(res.last.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(res.last.status.message(), HasSubstr("is not the one KV transfer 'c' carried"));
   ExpectAllFree(decode->get());
 
   ASSERT_TRUE((*decode)->ReserveKv("b", prompt, "").ok());

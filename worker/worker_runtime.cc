@@ -1,4 +1,4 @@
-#include "tools/worker_runtime.h"
+#include "worker/worker_runtime.h"
 
 #include <chrono>
 #include <string>
@@ -8,8 +8,9 @@
 #include "common/strings.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "service/metrics.h"
 
-namespace baton::tools {
+namespace baton::worker {
 namespace {
 
 // "1073741824", "512MiB", "4GiB", "64KiB" -> bytes.
@@ -52,8 +53,31 @@ void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
                 "Copy the weights into (huge-page) memory instead of mapping the file");
 }
 
+void AddTransferFlags(CLI::App* cmd, WorkerFlags* f) {
+  cmd->add_option("--ucx-tls", f->ucx_tls,
+                  "UCX transports for KV transfers, as UCX_TLS (e.g. tcp, sm, rc,cuda_ipc)")
+      ->envname("BATON_UCX_TLS");
+  cmd->add_option("--kv-lease-seconds", f->kv_lease_seconds,
+                  "Decode side: how long reserved KV pages wait for their transfer")
+      ->envname("BATON_KV_LEASE_SECONDS")
+      ->check(CLI::Range(0.1, 600.0));
+  cmd->add_option("--metrics-port", f->metrics_port,
+                  "Serve Prometheus /metrics on this port (0: any free port; default: none)")
+      ->envname("BATON_METRICS_PORT")
+      ->check(CLI::Range(-1, 65535));
+}
+
+int WorkerRuntime::metrics_port() const {
+  return metrics_http_ == nullptr ? -1 : metrics_http_->port();
+}
+
 absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const WorkerFlags& flags) {
+  if (flags.role != "colocated" && flags.role != "prefill" && flags.role != "decode") {
+    return absl::InvalidArgumentError(
+        StrCat("--role is '", flags.role, "'; it must be colocated, prefill or decode"));
+  }
   std::unique_ptr<WorkerRuntime> w(new WorkerRuntime());
+  w->role_ = flags.role;
   engine::EngineOptions options;
   options.threads = flags.threads;
   options.block_size = flags.block_size;
@@ -73,7 +97,40 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   // The engine keeps a pointer to the model: it is loaded into its final place first.
   BATON_ASSIGN_OR_RETURN(w->loaded_, engine::LoadModel(flags.model, open));
   BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
-  w->service_ = std::make_unique<worker::WorkerService>(w->engine_.get());
+  // Every role takes part in KV transfers: a colocated worker can send and receive, so
+  // that the router may mix colocated and split workers.
+  BATON_ASSIGN_OR_RETURN(w->ucx_, transport::UcxWorker::Create({.transports = flags.ucx_tls}));
+  // One registration of the whole pool serves both directions (docs/transport.md).
+  BATON_ASSIGN_OR_RETURN(w->pool_region_, transport::RegisteredRegion::Register(
+                                              *w->ucx_, w->engine_->kv_pool_data(),
+                                              static_cast<size_t>(w->engine_->kv_pool_bytes())));
+  if (flags.role != "prefill") {
+    KvReceiverOptions ro;
+    ro.default_lease = absl::Seconds(flags.kv_lease_seconds);
+    w->receiver_ = KvReceiver::Create(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(), ro,
+                                      &w->metrics_);
+  }
+  if (flags.role != "decode") {
+    w->sender_ = std::make_unique<KvSender>(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(),
+                                            KvSenderOptions{}, &w->metrics_);
+  }
+  w->service_ = std::make_unique<WorkerService>(w->engine_.get(), w->receiver_.get(),
+                                                w->sender_.get(), flags.role);
+  if (flags.metrics_port >= 0) {
+    service::HttpServerOptions http;
+    http.host = flags.host;
+    http.port = flags.metrics_port;
+    WorkerRuntime* self = w.get();
+    BATON_ASSIGN_OR_RETURN(
+        w->metrics_http_, service::HttpServer::Start(http, [self](const service::HttpRequest& req,
+                                                                  service::HttpResponder& out) {
+          if (req.path != "/metrics") {
+            out.Send(404, "text/plain", "only /metrics is served here\n");
+            return;
+          }
+          out.Send(200, service::kMetricsContentType, self->metrics_.Render(self->engine_.get()));
+        }));
+  }
 
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
@@ -87,6 +144,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.RegisterService(w->service_->worker());
   builder.RegisterService(w->service_->kv_events());
+  if (w->receiver_ != nullptr) builder.RegisterService(w->receiver_->service());
   w->server_ = builder.BuildAndStart();
   if (w->server_ == nullptr || w->port_ == 0) {
     return absl::UnavailableError(
@@ -102,8 +160,14 @@ void WorkerRuntime::Shutdown(absl::Duration grace) {
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
     server_.reset();
   }
+  if (metrics_http_ != nullptr) metrics_http_->Shutdown(absl::Seconds(1));
+  metrics_http_.reset();
   service_.reset();
-  engine_.reset();  // ends whatever is still open
+  sender_.reset();
+  receiver_.reset();     // frees the reservations still held
+  pool_region_.reset();  // before the pool's memory goes: no put is in flight now
+  engine_.reset();       // ends whatever is still open
+  ucx_.reset();
 }
 
-}  // namespace baton::tools
+}  // namespace baton::worker

@@ -1,6 +1,7 @@
-// One model's engine served over the internal gRPC API (baton.internal.v1.Worker and
-// KvEvents, grpc.health.v1, reflection): what `baton worker` runs, and what `baton serve`
-// runs beside its router in the same process.
+// One model's engine served over the internal gRPC API (baton.internal.v1.Worker,
+// KvEvents and, for the roles that receive KV transfers, KvTransfer; grpc.health.v1;
+// reflection): what `baton worker`, `baton-prefill` and `baton-decode` run, and what
+// `baton serve` runs beside its router in the same process.
 #pragma once
 
 #include <memory>
@@ -12,9 +13,15 @@
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "grpcpp/grpcpp.h"
+#include "service/http_server.h"
+#include "transport/registered_region.h"
+#include "transport/ucx_worker.h"
+#include "worker/kv_receiver.h"
+#include "worker/kv_sender.h"
+#include "worker/worker_metrics.h"
 #include "worker/worker_service.h"
 
-namespace baton::tools {
+namespace baton::worker {
 
 struct WorkerFlags {
   std::string model;
@@ -30,11 +37,19 @@ struct WorkerFlags {
   int64_t max_prefill_chunk = 512;
   bool no_prefix_cache = false;
   bool no_mmap = false;
+  // Disaggregation (docs/disaggregation.md): "colocated" (prefill and decode, and both
+  // sides of KV transfers), "prefill" or "decode".
+  std::string role = "colocated";
+  std::string ucx_tls;           // UCX transports; empty: UCX_TLS, else UCX's choice
+  double kv_lease_seconds = 60;  // decode side: a reservation's default lease
+  int metrics_port = -1;         // Prometheus /metrics on host:port; -1: none, 0: any
 };
 
 // The engine flags (--threads, --kv-cache-memory, ..., --no-mmap); not --model, --host or
 // --port, which each command defines with its own meaning.
 void AddEngineFlags(CLI::App* cmd, WorkerFlags* flags);
+// The KV-transfer flags (--ucx-tls, --kv-lease-seconds) and --metrics-port.
+void AddTransferFlags(CLI::App* cmd, WorkerFlags* flags);
 
 class WorkerRuntime {
  public:
@@ -43,6 +58,8 @@ class WorkerRuntime {
   ~WorkerRuntime();
 
   int port() const { return port_; }
+  int metrics_port() const;  // -1 without --metrics-port
+  const std::string& role() const { return role_; }
   const engine::LoadedModel& model() const { return loaded_; }
   engine::Engine& engine() { return *engine_; }
 
@@ -52,11 +69,18 @@ class WorkerRuntime {
  private:
   WorkerRuntime() = default;
 
+  std::string role_;
   engine::LoadedModel loaded_;
   std::unique_ptr<engine::Engine> engine_;
-  std::unique_ptr<worker::WorkerService> service_;
+  WorkerMetrics metrics_;
+  std::unique_ptr<transport::UcxWorker> ucx_;
+  std::unique_ptr<transport::RegisteredRegion> pool_region_;
+  std::unique_ptr<KvReceiver> receiver_;
+  std::unique_ptr<KvSender> sender_;
+  std::unique_ptr<WorkerService> service_;
+  std::unique_ptr<service::HttpServer> metrics_http_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };
 
-}  // namespace baton::tools
+}  // namespace baton::worker

@@ -1,0 +1,280 @@
+// Disaggregated serving between real processes on loopback: `baton-prefill` computes each
+// prompt and writes its K/V into `baton-decode`'s pages over UCX (tcp, then shared memory),
+// and the decode worker continues the request. For several prompts and seeds the tokens
+// are exactly those of the single-sequence path. Then the failures of issue 6: a prefill
+// worker killed mid-transfer (the decode worker frees the pages at the lease's end), a
+// decode worker killed mid-transfer (the prefill call fails cleanly and the prefill worker
+// frees its pages), and a caller that cancels (both sides free what they hold). After
+// each, the page counters are back where they started.
+#include <signal.h>
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/internal/v1/worker.grpc.pb.h"
+#include "common/strings.h"
+#include "engine/generator.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/unit/transport/ucx_test_util.h"
+#include "worker/worker_service.h"
+
+namespace baton::worker {
+namespace {
+
+namespace pb = ::baton::internal::v1;
+using baton::testing::ChildProcess;
+
+const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
+
+// A worker process and a stub to it.
+struct Worker {
+  std::unique_ptr<ChildProcess> process;
+  std::string target;
+  std::unique_ptr<pb::Worker::Stub> stub;
+
+  Worker(const std::string& bin, const std::string& tls, std::vector<std::string> extra = {}) {
+    std::vector<std::string> argv = {bin,     "--model",   kModel, "--port",
+                                     "0",     "--threads", "1",    "--kv-cache-memory",
+                                     "16MiB", "--ucx-tls", tls};
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process = std::make_unique<ChildProcess>(argv);
+    const std::string line = process->ReadLine();
+    std::smatch m;
+    if (!std::regex_search(line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) {
+      ADD_FAILURE() << bin << " did not start: '" << line << "'";
+      return;
+    }
+    target = m[1].str();
+    stub = pb::Worker::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  }
+
+  pb::GetStatsResponse Stats() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    pb::GetStatsResponse out;
+    EXPECT_TRUE(stub->GetStats(&ctx, {}, &out).ok());
+    return out;
+  }
+
+  // Waits until `done(stats)` or `seconds` pass; returns the last stats.
+  pb::GetStatsResponse WaitFor(const std::function<bool(const pb::GetStatsResponse&)>& done,
+                               double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    pb::GetStatsResponse s = Stats();
+    while (!done(s) && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      s = Stats();
+    }
+    return s;
+  }
+};
+
+bool NoPagesHeld(const pb::GetStatsResponse& s) {
+  return s.pages_used() == 0 && s.kv_reservations() == 0 && s.running() == 0 && s.waiting() == 0;
+}
+
+pb::GenerateRequest Request(const std::string& id, int prompt_len, uint64_t seed, int max_tokens) {
+  pb::GenerateRequest r;
+  r.set_request_id(id);
+  for (int i = 0; i < prompt_len; ++i)
+    r.add_prompt_ids(5 + (i * 37 + static_cast<int>(seed)) % 1200);
+  r.mutable_params()->set_max_tokens(max_tokens);
+  r.mutable_params()->set_seed(seed);
+  r.mutable_params()->set_temperature(seed % 2 == 0 ? 0.0 : 0.8);
+  if (seed % 3 == 0) r.mutable_params()->set_logprobs(2);
+  r.set_detokenize(true);
+  return r;
+}
+
+grpc::Status Prefill(Worker& prefill, const std::string& decode_target,
+                     const pb::GenerateRequest& req, pb::PrefillResponse* out,
+                     grpc::ClientContext* ctx = nullptr) {
+  pb::PrefillRequest p;
+  *p.mutable_request() = req;
+  p.set_decode_worker(decode_target);
+  grpc::ClientContext local;
+  if (ctx == nullptr) ctx = &local;
+  return prefill.stub->Prefill(ctx, p, out);
+}
+
+struct Output {
+  std::vector<int32_t> ids;
+  std::string text;
+  std::vector<float> logprobs;
+  grpc::Status status;
+};
+
+Output Generate(Worker& w, pb::GenerateRequest req, const std::string& transfer_id) {
+  req.set_kv_transfer_id(transfer_id);
+  grpc::ClientContext ctx;
+  auto reader = w.stub->Generate(&ctx, req);
+  Output o;
+  pb::GenerateResponse r;
+  while (reader->Read(&r)) {
+    o.ids.insert(o.ids.end(), r.token_ids().begin(), r.token_ids().end());
+    o.text += r.text();
+    for (const auto& lp : r.logprobs()) o.logprobs.push_back(lp.logprob());
+  }
+  o.status = reader->Finish();
+  return o;
+}
+
+class DisaggProcessTest : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(DisaggProcessTest, OutputsMatchTheSingleSequencePath) {
+  Worker decode(BATON_DECODE_BIN, GetParam());
+  Worker prefill(BATON_PREFILL_BIN, GetParam());
+  ASSERT_TRUE(decode.stub && prefill.stub);
+  auto loaded = engine::LoadModel(kModel);
+  ASSERT_TRUE(loaded.ok());
+  ThreadPool threads(1);
+  const struct {
+    int prompt;
+    uint64_t seed;
+    int max_tokens;
+  } cases[] = {{40, 1, 12}, {40, 2, 12}, {17, 3, 20}, {100, 4, 8}, {16, 6, 5}, {230, 9, 10}};
+  int n = 0;
+  for (const auto& c : cases) {
+    const pb::GenerateRequest req = Request(StrCat("r", n++), c.prompt, c.seed, c.max_tokens);
+    SCOPED_TRACE(req.request_id());
+    pb::PrefillResponse pre;
+    grpc::Status s = Prefill(prefill, decode.target, req, &pre);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    EXPECT_EQ(pre.usage().prompt_tokens(), c.prompt);
+    const Output got = Generate(decode, req, req.request_id());
+    ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+    auto request = FromProto(req);
+    ASSERT_TRUE(request.ok());
+    auto want =
+        engine::Generate(*loaded, &threads, request->prompt_ids, request->params, {}, nullptr);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(got.ids, want->output_ids);
+    EXPECT_EQ(got.text, want->text);
+    ASSERT_FALSE(got.ids.empty());
+    EXPECT_EQ(got.ids[0], pre.first_token());
+    if (req.params().has_logprobs()) {
+      EXPECT_EQ(got.logprobs.size(), got.ids.size()) << "the first token's logprob travels too";
+    }
+  }
+  // The second request repeats the first one's prompt: the decode worker already held its
+  // two full blocks, so only the last, partial one crossed.
+  EXPECT_GT(decode.Stats().kv_transfers_admitted(), 0);
+  EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 5)));
+  EXPECT_TRUE(NoPagesHeld(prefill.WaitFor(NoPagesHeld, 5)));
+}
+
+TEST_P(DisaggProcessTest, RefusalsAreCleanErrors) {
+  Worker decode(BATON_DECODE_BIN, GetParam());
+  Worker prefill(BATON_PREFILL_BIN, GetParam());
+  ASSERT_TRUE(decode.stub && prefill.stub);
+  pb::PrefillResponse pre;
+  // A decode worker that is not there.
+  grpc::Status s = Prefill(prefill, "127.0.0.1:1", Request("a", 20, 1, 4), &pre);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::UNAVAILABLE) << s.error_message();
+  // Roles: a decode worker does not prefill for others, a prefill worker does not take
+  // transfers.
+  s = Prefill(decode, prefill.target, Request("b", 20, 1, 4), &pre);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  Output o = Generate(prefill, Request("c", 20, 1, 4), "c");
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  // A transfer nobody completed cannot be claimed.
+  o = Generate(decode, Request("d", 20, 1, 4), "d");
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  EXPECT_NE(o.status.error_message().find("no completed KV transfer"), std::string::npos);
+  // A prompt longer than the context is refused by the decode worker's Reserve.
+  s = Prefill(prefill, decode.target, Request("e", 600, 1, 4), &pre);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << s.error_message();
+  EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 5)));
+  EXPECT_TRUE(NoPagesHeld(prefill.WaitFor(NoPagesHeld, 5)));
+}
+
+// A long prompt in one-token chunks: the transfer takes long enough to break it midway.
+pb::GenerateRequest SlowRequest(const std::string& id) { return Request(id, 480, 2, 4); }
+const std::vector<std::string> kSlow = {"--max-prefill-chunk", "1", "--max-batched-tokens", "256"};
+
+// Runs a Prefill call on another thread.
+struct AsyncPrefill {
+  grpc::ClientContext ctx;
+  pb::PrefillResponse out;
+  grpc::Status status;
+  std::thread thread;
+  AsyncPrefill(Worker& prefill, const Worker& decode, const pb::GenerateRequest& req) {
+    thread = std::thread([&, req] { status = Prefill(prefill, decode.target, req, &out, &ctx); });
+  }
+  ~AsyncPrefill() {
+    if (thread.joinable()) thread.join();
+  }
+};
+
+TEST_P(DisaggProcessTest, KilledPrefillWorkerLeavesNoPagesAfterTheLease) {
+  Worker decode(BATON_DECODE_BIN, GetParam(), {"--kv-lease-seconds", "1"});
+  Worker prefill(BATON_PREFILL_BIN, GetParam(), kSlow);
+  ASSERT_TRUE(decode.stub && prefill.stub);
+  const pb::GetStatsResponse before = decode.Stats();
+  AsyncPrefill call(prefill, decode, SlowRequest("k1"));
+  const pb::GetStatsResponse reserved =
+      decode.WaitFor([](const auto& s) { return s.kv_reservations() == 1; }, 20);
+  ASSERT_EQ(reserved.kv_reservations(), 1);
+  EXPECT_GT(reserved.pages_used(), 0);
+  prefill.process->Signal(SIGKILL);
+  call.thread.join();
+  EXPECT_EQ(call.status.error_code(), grpc::StatusCode::UNAVAILABLE) << call.status.error_message();
+  const pb::GetStatsResponse after = decode.WaitFor(NoPagesHeld, 10);
+  EXPECT_TRUE(NoPagesHeld(after));
+  EXPECT_EQ(after.pages_free(), before.pages_free());
+  // The claim a router might still make fails cleanly.
+  Output o = Generate(decode, SlowRequest("k1"), "k1");
+  EXPECT_EQ(o.status.error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+}
+
+TEST_P(DisaggProcessTest, KilledDecodeWorkerFailsThePrefillCleanly) {
+  Worker decode(BATON_DECODE_BIN, GetParam());
+  Worker prefill(BATON_PREFILL_BIN, GetParam(), kSlow);
+  ASSERT_TRUE(decode.stub && prefill.stub);
+  const pb::GetStatsResponse before = prefill.Stats();
+  AsyncPrefill call(prefill, decode, SlowRequest("k2"));
+  ASSERT_EQ(
+      decode.WaitFor([](const auto& s) { return s.kv_reservations() == 1; }, 20).kv_reservations(),
+      1);
+  const auto killed = std::chrono::steady_clock::now();
+  decode.process->Signal(SIGKILL);
+  call.thread.join();
+  const double took =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - killed).count();
+  EXPECT_EQ(call.status.error_code(), grpc::StatusCode::UNAVAILABLE) << call.status.error_message();
+  EXPECT_LT(took, 15.0) << "the prefill ended by a deadline at worst, never hung";
+  const pb::GetStatsResponse after = prefill.WaitFor(NoPagesHeld, 10);
+  EXPECT_TRUE(NoPagesHeld(after));
+  EXPECT_EQ(after.pages_free(), before.pages_free());
+  EXPECT_EQ(after.requests_failed() + after.requests_cancelled(),
+            before.requests_failed() + before.requests_cancelled() + 1);
+}
+
+TEST_P(DisaggProcessTest, ACancelledPrefillFreesBothSides) {
+  Worker decode(BATON_DECODE_BIN, GetParam());
+  Worker prefill(BATON_PREFILL_BIN, GetParam(), kSlow);
+  ASSERT_TRUE(decode.stub && prefill.stub);
+  AsyncPrefill call(prefill, decode, SlowRequest("k3"));
+  ASSERT_EQ(
+      decode.WaitFor([](const auto& s) { return s.kv_reservations() == 1; }, 20).kv_reservations(),
+      1);
+  call.ctx.TryCancel();
+  call.thread.join();
+  EXPECT_EQ(call.status.error_code(), grpc::StatusCode::CANCELLED);
+  EXPECT_TRUE(NoPagesHeld(prefill.WaitFor(NoPagesHeld, 10)));
+  EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 10))) << "released, not left to expire";
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, DisaggProcessTest, ::testing::Values("tcp", "sm"),
+                         [](const ::testing::TestParamInfo<const char*>& p) {
+                           return std::string(p.param);
+                         });
+
+}  // namespace
+}  // namespace baton::worker

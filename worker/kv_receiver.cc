@@ -1,0 +1,281 @@
+#include "worker/kv_receiver.h"
+
+#include <algorithm>
+#include <utility>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "transport/kv_checksum.h"
+#include "worker/page_layout.h"
+#include "worker/transfer_ticket_proto.h"
+#include "worker/worker_service.h"
+
+namespace baton::worker {
+namespace {
+
+namespace pb = ::baton::internal::v1;
+
+constexpr int kMaxTopLogprobs = 20;
+
+}  // namespace
+
+class KvReceiver::Service final : public pb::KvTransfer::Service {
+ public:
+  explicit Service(KvReceiver* r) : r_(r) {}
+
+  grpc::Status Reserve(grpc::ServerContext*, const pb::ReserveRequest* req,
+                       pb::TransferTicket* out) override {
+    absl::StatusOr<pb::TransferTicket> ticket = r_->Reserve(*req);
+    if (!ticket.ok()) {
+      if (r_->metrics_ != nullptr) r_->metrics_->CountFailed("receiver", "reserve");
+      return ToGrpcStatus(ticket.status());
+    }
+    *out = *std::move(ticket);
+    return grpc::Status::OK;
+  }
+
+  grpc::Status Complete(grpc::ServerContext*, const pb::TransferComplete* req,
+                        pb::CompleteResponse*) override {
+    return ToGrpcStatus(r_->Complete(*req));
+  }
+
+  grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
+                       pb::ReleaseResponse*) override {
+    r_->Release(req->request_id());
+    return grpc::Status::OK;
+  }
+
+ private:
+  KvReceiver* r_;
+};
+
+std::unique_ptr<KvReceiver> KvReceiver::Create(engine::Engine* engine, transport::UcxWorker* ucx,
+                                               const transport::RegisteredRegion* pool,
+                                               const KvReceiverOptions& options,
+                                               WorkerMetrics* metrics) {
+  std::unique_ptr<KvReceiver> r(new KvReceiver(engine, ucx, pool, options, metrics));
+  r->watcher_ = std::thread([raw = r.get()] { raw->WatchLeases(); });
+  return r;
+}
+
+KvReceiver::KvReceiver(engine::Engine* engine, transport::UcxWorker* ucx,
+                       const transport::RegisteredRegion* pool, const KvReceiverOptions& options,
+                       WorkerMetrics* metrics)
+    : engine_(engine),
+      ucx_(ucx),
+      options_(options),
+      metrics_(metrics),
+      layout_(PageLayoutOf(engine->kv_layout())),
+      region_(pool),
+      leases_(options.max_leases),
+      service_(std::make_unique<Service>(this)) {}
+
+KvReceiver::~KvReceiver() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+  for (transport::Lease& l : leases_.Expire(absl::InfiniteFuture())) Drop(l.request_id);
+}
+
+grpc::Service* KvReceiver::service() { return service_.get(); }
+
+void KvReceiver::UpdateGauges() {
+  if (metrics_ != nullptr) metrics_->SetLeases(leases_.leases_held(), leases_.pages_reserved());
+}
+
+void KvReceiver::WatchLeases() {
+  std::unique_lock<std::mutex> lock(mu_);
+  while (!stop_) {
+    const absl::Time next = std::min(leases_.NextDeadline().value_or(absl::InfiniteFuture()),
+                                     absl::Now() + absl::Seconds(1));
+    wake_.wait_until(lock, absl::ToChronoTime(next));
+    if (stop_) break;
+    lock.unlock();
+    for (transport::Lease& l : leases_.Expire(absl::Now())) {
+      Drop(l.request_id);
+      if (metrics_ != nullptr) metrics_->CountExpired();
+    }
+    UpdateGauges();
+    lock.lock();
+  }
+}
+
+void KvReceiver::Drop(const std::string& transfer_id) {
+  (void)engine_->ReleaseKv(transfer_id);  // NotFound: a claimed request owns the pages now
+  std::lock_guard<std::mutex> lock(mu_);
+  transfers_.erase(transfer_id);
+}
+
+absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest& req) {
+  const transport::TicketLimits limits;
+  if (req.request_id().empty() || req.request_id().size() > limits.max_request_id_bytes) {
+    return absl::InvalidArgumentError(StrCat("request_id is ", req.request_id().size(),
+                                             " bytes; it must be 1 to ",
+                                             limits.max_request_id_bytes));
+  }
+  if (req.prompt_ids_size() > limits.max_prompt_tokens) {
+    return absl::InvalidArgumentError(StrCat("prompt_ids has ", req.prompt_ids_size(),
+                                             " ids; the limit is ", limits.max_prompt_tokens));
+  }
+  if (req.cache_salt().size() > 1024) {
+    return absl::InvalidArgumentError(
+        StrCat("cache_salt is ", req.cache_salt().size(), " bytes; the limit is 1024"));
+  }
+  BATON_ASSIGN_OR_RETURN(transport::PageLayout sender, FromProto(req.sender_layout()));
+  BATON_RETURN_IF_ERROR(transport::CheckSenderLayout(sender, layout_));
+  absl::Duration lease =
+      req.lease_ms() == 0 ? options_.default_lease : absl::Milliseconds(req.lease_ms());
+  lease = std::min(lease, options_.max_lease);
+
+  std::vector<int32_t> prompt(req.prompt_ids().begin(), req.prompt_ids().end());
+  const int64_t prompt_tokens = static_cast<int64_t>(prompt.size());
+  BATON_ASSIGN_OR_RETURN(engine::KvReservation reserved,
+                         engine_->ReserveKv(req.request_id(), std::move(prompt), req.cache_salt()));
+  const absl::Time deadline = absl::Now() + lease;
+  transport::TransferTicket t;
+  t.request_id = req.request_id();
+  t.worker_address = ucx_->address();
+  t.rkey = region_->packed_rkey();
+  t.pool_base = region_->base();
+  t.pool_bytes = region_->bytes();
+  t.layout = layout_;
+  t.prompt_tokens = prompt_tokens;
+  t.first_block = static_cast<int32_t>(reserved.cached_blocks);
+  t.page_ids = reserved.pages;
+  for (const engine::BlockHash& h : reserved.cached_hashes) {
+    t.cached_block_hashes.emplace_back(reinterpret_cast<const char*>(h.bytes.data()),
+                                       h.bytes.size());
+  }
+  t.lease_deadline_unix_ms = absl::ToUnixMillis(deadline);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    transfers_[t.request_id] = Transfer{t, false};
+  }
+  absl::Status leased = leases_.Add({t.request_id, reserved.pages, deadline});
+  if (!leased.ok()) {
+    Drop(t.request_id);
+    return leased;
+  }
+  wake_.notify_all();  // the watcher may need an earlier wake-up
+  UpdateGauges();
+  return ToProto(t);
+}
+
+absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
+  auto failed = [&](absl::Status status, const char* reason) {
+    if (metrics_ != nullptr) metrics_->CountFailed("receiver", reason);
+    return status;
+  };
+  const transport::TicketLimits limits;
+  absl::StatusOr<transport::TransferComplete> c = FromProto(req, limits);
+  if (!c.ok()) return failed(c.status(), "complete");
+  const int32_t vocab = static_cast<int32_t>(engine_->model().model->config().vocab_size);
+  engine::SampledToken first;
+  first.id = c->first_token;
+  if (req.has_first_token_logprob()) {
+    const pb::TokenLogprob& lp = req.first_token_logprob();
+    if (lp.token_id() != c->first_token) {
+      return failed(
+          absl::InvalidArgumentError(StrCat("first_token_logprob.token_id is ", lp.token_id(),
+                                            "; first_token is ", c->first_token)),
+          "complete");
+    }
+    if (lp.top_size() > kMaxTopLogprobs) {
+      return failed(absl::InvalidArgumentError(StrCat("first_token_logprob.top has ", lp.top_size(),
+                                                      " entries; the limit is ", kMaxTopLogprobs)),
+                    "complete");
+    }
+    first.logprob = lp.logprob();
+    for (const pb::TopLogprob& top : lp.top()) {
+      if (top.token_id() < 0 || top.token_id() >= vocab) {
+        return failed(
+            absl::InvalidArgumentError(StrCat("first_token_logprob.top token ", top.token_id(),
+                                              " is outside [0, ", vocab, ")")),
+            "complete");
+      }
+      first.top_logprobs.emplace_back(top.token_id(), top.logprob());
+    }
+  }
+  transport::TransferTicket ticket;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = transfers_.find(c->request_id);
+    if (it == transfers_.end() || it->second.complete) {
+      return failed(absl::NotFoundError(StrCat("no reservation awaits completion under this "
+                                               "request_id (",
+                                               c->request_id.size(),
+                                               " bytes): it expired, was released or was "
+                                               "completed already")),
+                    "complete");
+    }
+    ticket = it->second.ticket;
+  }
+  // The lease is ours while we check: the watcher cannot free the pages under us.
+  absl::StatusOr<transport::Lease> lease = leases_.Take(c->request_id);
+  if (!lease.ok()) {
+    return failed(absl::DeadlineExceededError(
+                      "the reservation's lease ended before the transfer completed; the "
+                      "pages were freed"),
+                  "expired");
+  }
+  absl::Status valid = transport::ValidateComplete(*c, ticket, vocab);
+  if (valid.ok()) {
+    const transport::KvChecksum sum =
+        transport::PromptKvChecksum(engine_->kv_pool_data(), engine_->kv_layout(), ticket.page_ids,
+                                    ticket.first_block, ticket.prompt_tokens);
+    if (sum.hash != c->checksum) {
+      valid = absl::DataLossError(StrCat("the KV pages' checksum is ", sum.hash, " over ",
+                                         sum.bytes, " bytes; the sender's is ", c->checksum,
+                                         ": the transfer lost or misplaced data"));
+    }
+    if (valid.ok()) {
+      valid = engine_->CompleteKv(c->request_id, std::move(first), req.cached_tokens());
+      if (valid.ok() && metrics_ != nullptr) metrics_->ObserveReceived(sum.bytes);
+    }
+  }
+  if (!valid.ok()) {
+    Drop(c->request_id);
+    UpdateGauges();
+    return failed(valid, valid.code() == absl::StatusCode::kDataLoss ? "checksum" : "complete");
+  }
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    transfers_[c->request_id].complete = true;
+  }
+  // Until a Generate call claims it; a router that died meanwhile leaves it to expire.
+  absl::Status leased =
+      leases_.Add({c->request_id, std::move(lease->pages), absl::Now() + options_.claim_lease});
+  if (!leased.ok()) Drop(c->request_id);
+  UpdateGauges();
+  return leased;
+}
+
+void KvReceiver::Release(const std::string& transfer_id) {
+  if (leases_.Take(transfer_id).ok()) Drop(transfer_id);
+  UpdateGauges();
+}
+
+absl::Status KvReceiver::Claim(const std::string& transfer_id) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = transfers_.find(transfer_id);
+    if (it == transfers_.end() || !it->second.complete) {
+      return absl::FailedPreconditionError(
+          StrCat("no completed KV transfer has id '", transfer_id,
+                 "': it was never completed, it expired, or another request claimed it"));
+    }
+  }
+  if (!leases_.Take(transfer_id).ok()) {
+    return absl::FailedPreconditionError(
+        StrCat("the KV transfer '", transfer_id, "' expired or was claimed already"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
+  transfers_.erase(transfer_id);
+  UpdateGauges();
+  return absl::OkStatus();
+}
+
+}  // namespace baton::worker

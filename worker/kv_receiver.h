@@ -1,0 +1,100 @@
+// The decode role's side of KV transfers: baton.internal.v1.KvTransfer (Reserve, Complete,
+// Release) over an engine whose page pool is registered with UCX once, as a whole.
+//
+//   Reserve  -> engine.ReserveKv, a lease, and a ticket: this process's UCX address, the
+//               pool's packed rkey, the page ids, the layout and the lease's deadline.
+//   Complete -> the completion checked against the ticket (counts, then the checksum over
+//               the pages), engine.CompleteKv, and a fresh lease until a Generate call
+//               claims the transfer (Claim).
+//   Release  -> the pages freed now. Unknown ids are fine: either leg may release on any
+//               path.
+// A lease that ends frees its pages (a thread watches the deadlines). Every number a peer
+// sends is bounded before use (worker/transfer_ticket_proto.h, transport/transfer_ticket.h).
+#pragma once
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "baton/internal/v1/kv_transfer.grpc.pb.h"
+#include "engine/engine.h"
+#include "grpcpp/grpcpp.h"
+#include "transport/lease_table.h"
+#include "transport/registered_region.h"
+#include "transport/transfer_ticket.h"
+#include "transport/ucx_worker.h"
+#include "worker/worker_metrics.h"
+
+namespace baton::worker {
+
+struct KvReceiverOptions {
+  absl::Duration default_lease = absl::Seconds(60);  // when the sender asks for none
+  absl::Duration max_lease = absl::Minutes(10);      // what Reserve grants at most
+  absl::Duration claim_lease = absl::Seconds(30);    // Complete to the Generate that claims
+  int64_t max_leases = 4096;
+};
+
+class KvReceiver {
+ public:
+  // Everything must outlive the receiver; `metrics` may be null. `pool` is the engine's
+  // whole page pool, registered with `ucx` once for the process (the sender shares it).
+  static std::unique_ptr<KvReceiver> Create(engine::Engine* engine, transport::UcxWorker* ucx,
+                                            const transport::RegisteredRegion* pool,
+                                            const KvReceiverOptions& options,
+                                            WorkerMetrics* metrics);
+  ~KvReceiver();  // stops the lease watcher and frees what is still reserved
+  KvReceiver(const KvReceiver&) = delete;
+  KvReceiver& operator=(const KvReceiver&) = delete;
+
+  grpc::Service* service();
+
+  // A Generate call takes over a completed transfer: its lease ends here and the engine
+  // request that names it owns the pages. FailedPrecondition when the transfer is not
+  // complete, expired, or was claimed already.
+  absl::Status Claim(const std::string& transfer_id);
+
+  int64_t leases_held() const { return leases_.leases_held(); }
+  int64_t pages_reserved() const { return leases_.pages_reserved(); }
+
+ private:
+  class Service;
+  struct Transfer {
+    transport::TransferTicket ticket;
+    bool complete = false;
+  };
+  KvReceiver(engine::Engine* engine, transport::UcxWorker* ucx,
+             const transport::RegisteredRegion* pool, const KvReceiverOptions& options,
+             WorkerMetrics* metrics);
+  void WatchLeases();
+  // Frees a transfer's pages and forgets it (the caller took its lease).
+  void Drop(const std::string& transfer_id);
+  void UpdateGauges();
+
+  absl::StatusOr<baton::internal::v1::TransferTicket> Reserve(
+      const baton::internal::v1::ReserveRequest& request);
+  absl::Status Complete(const baton::internal::v1::TransferComplete& complete);
+  void Release(const std::string& transfer_id);
+
+  engine::Engine* engine_;
+  transport::UcxWorker* ucx_;
+  KvReceiverOptions options_;
+  WorkerMetrics* metrics_;
+  transport::PageLayout layout_;
+  const transport::RegisteredRegion* region_;
+  transport::LeaseTable leases_;
+  std::unique_ptr<Service> service_;
+
+  std::mutex mu_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::map<std::string, Transfer, std::less<>> transfers_;
+  std::thread watcher_;
+};
+
+}  // namespace baton::worker

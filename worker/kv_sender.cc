@@ -1,0 +1,252 @@
+#include "worker/kv_sender.h"
+
+#include <chrono>
+#include <utility>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "worker/page_layout.h"
+#include "worker/transfer_ticket_proto.h"
+#include "worker/ucx_kv_sink.h"
+#include "worker/worker_service.h"
+
+namespace baton::worker {
+namespace {
+
+namespace pb = ::baton::internal::v1;
+using Clock = std::chrono::steady_clock;
+
+constexpr int64_t kPollMs = 20;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
+  if (s.ok()) return absl::OkStatus();
+  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
+                      StrCat(what, ": ", s.error_message()));
+}
+
+}  // namespace
+
+KvSender::KvSender(engine::Engine* engine, transport::UcxWorker* ucx,
+                   const transport::RegisteredRegion* pool, const KvSenderOptions& options,
+                   WorkerMetrics* metrics)
+    : engine_(engine),
+      ucx_(ucx),
+      options_(options),
+      metrics_(metrics),
+      layout_(PageLayoutOf(engine->kv_layout())),
+      region_(pool) {}
+
+KvSender::~KvSender() = default;
+
+pb::KvTransfer::Stub* KvSender::StubFor(const std::string& target) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& stub = stubs_[target];
+  if (stub == nullptr) {
+    stub = pb::KvTransfer::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  }
+  return stub.get();
+}
+
+absl::StatusOr<std::shared_ptr<transport::UcxEndpoint>> KvSender::EndpointFor(
+    const std::string& address) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = endpoints_.find(address);
+  if (it != endpoints_.end() && it->second->health().ok()) return it->second;
+  if (it != endpoints_.end()) endpoints_.erase(it);  // its peer failed: reconnect
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<transport::UcxEndpoint> ep,
+                         transport::UcxEndpoint::Connect(*ucx_, address));
+  std::shared_ptr<transport::UcxEndpoint> shared = std::move(ep);
+  endpoints_[address] = shared;
+  return shared;
+}
+
+void KvSender::Release(pb::KvTransfer::Stub* stub, const std::string& transfer_id) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+  pb::ReleaseRequest req;
+  req.set_request_id(transfer_id);
+  pb::ReleaseResponse resp;
+  (void)stub->Release(&ctx, req, &resp);  // a dead decode worker frees at its lease's end
+}
+
+absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
+                                                  const std::function<bool()>& cancelled) {
+  auto fail = [&](absl::Status status, const char* reason) {
+    if (metrics_ != nullptr) metrics_->CountFailed("sender", reason);
+    return status;
+  };
+  if (req.decode_worker().empty() || req.decode_worker().size() > 256) {
+    return absl::InvalidArgumentError(StrCat("decode_worker is ", req.decode_worker().size(),
+                                             " bytes; give the decode worker's host:port"));
+  }
+  BATON_ASSIGN_OR_RETURN(engine::EngineRequest request, FromProto(req.request()));
+  if (request.id.empty()) {
+    return absl::InvalidArgumentError("request.request_id is empty; it names the KV transfer");
+  }
+  request.params.max_tokens = 1;
+  request.detokenize = false;
+  pb::PrefillResponse out;
+
+  // 1. Reserve.
+  pb::KvTransfer::Stub* stub = StubFor(req.decode_worker());
+  Clock::time_point t = Clock::now();
+  pb::ReserveRequest reserve;
+  reserve.set_request_id(request.id);
+  reserve.mutable_prompt_ids()->Add(request.prompt_ids.begin(), request.prompt_ids.end());
+  reserve.set_cache_salt(request.cache_salt);
+  ToProto(layout_, reserve.mutable_sender_layout());
+  reserve.set_lease_ms(req.lease_ms());
+  pb::TransferTicket wire;
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    absl::Status s =
+        FromGrpc(stub->Reserve(&ctx, reserve, &wire),
+                 StrCat("the decode worker ", req.decode_worker(), " refused Reserve"));
+    if (!s.ok()) return fail(s, "reserve");
+  }
+  out.set_reserve_seconds(Since(t));
+
+  // 2. Check the ticket; reach the decode worker's pool.
+  const transport::TicketLimits limits;
+  absl::StatusOr<transport::TransferTicket> ticket = FromProto(wire, limits);
+  absl::Status ok = ticket.status();
+  if (ok.ok()) ok = transport::ValidateTicket(*ticket, layout_, limits, absl::Now());
+  if (ok.ok() && ticket->request_id != request.id) {
+    ok = absl::InvalidArgumentError("the ticket's request_id is not the one reserved");
+  }
+  if (ok.ok() && static_cast<size_t>(ticket->prompt_tokens) != request.prompt_ids.size()) {
+    ok = absl::InvalidArgumentError(StrCat("the ticket's prompt_tokens is ", ticket->prompt_tokens,
+                                           "; the prompt has ", request.prompt_ids.size()));
+  }
+  if (ok.ok()) {
+    const std::vector<engine::BlockHash> mine =
+        engine_->PromptBlockHashes(request.prompt_ids, request.cache_salt);
+    for (int32_t b = 0; b < ticket->first_block && ok.ok(); ++b) {
+      const engine::BlockHash& h = mine[static_cast<size_t>(b)];
+      if (ticket->cached_block_hashes[static_cast<size_t>(b)] !=
+          std::string_view(reinterpret_cast<const char*>(h.bytes.data()), h.bytes.size())) {
+        ok = absl::FailedPreconditionError(
+            StrCat("the decode worker's cached block ", b,
+                   " has another hash than this worker computes: do both serve the same model "
+                   "id and block-hash spec?"));
+      }
+    }
+  }
+  std::shared_ptr<transport::UcxEndpoint> ep;
+  std::unique_ptr<transport::RemoteRegion> remote;
+  if (ok.ok()) {
+    absl::StatusOr<std::shared_ptr<transport::UcxEndpoint>> e = EndpointFor(ticket->worker_address);
+    ok = e.status();
+    if (ok.ok()) {
+      ep = *std::move(e);
+      absl::StatusOr<std::unique_ptr<transport::RemoteRegion>> r =
+          ep->ImportRegion(ticket->rkey, ticket->pool_base, ticket->pool_bytes);
+      ok = r.status();
+      if (ok.ok()) remote = *std::move(r);
+    }
+  }
+  if (!ok.ok()) {
+    Release(stub, request.id);
+    return fail(ok, "ticket");
+  }
+
+  // 3. Compute and push.
+  auto sink = std::make_shared<UcxKvSink>(ep.get(), remote.get(), region_, engine_->kv_pool_data(),
+                                          engine_->kv_layout(), *ticket, options_.flush_timeout);
+  request.kv_sink = sink;
+  absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream = engine_->Submit(request);
+  if (!stream.ok()) {
+    Release(stub, request.id);
+    return fail(stream.status(), "submit");
+  }
+  engine::TokenEvent e, last;
+  bool stopped = false;
+  std::vector<int32_t> ids;
+  for (;;) {
+    bool timed_out = false;
+    if (!(*stream)->NextFor(&e, kPollMs, &timed_out)) {
+      if (!timed_out) break;
+      // A caller that left, or a decode worker that died, stops the compute now.
+      if (!stopped && (cancelled() || !sink->health().ok())) {
+        stopped = true;
+        (void)engine_->Cancel(request.id);
+      }
+      continue;
+    }
+    ids.insert(ids.end(), e.token_ids.begin(), e.token_ids.end());
+    if (!e.logprobs.empty()) last.logprobs = e.logprobs;
+    if (e.finished) {
+      last.status = e.status;
+      last.usage = e.usage;
+      last.timings = e.timings;
+      break;
+    }
+  }
+  if (!last.status.ok() || ids.size() != 1 || !sink->result().complete) {
+    Release(stub, request.id);
+    absl::Status why = last.status;
+    if (why.ok()) why = absl::InternalError("the prefill ended without a first token");
+    if (why.code() == absl::StatusCode::kCancelled && !sink->health().ok()) {
+      why = absl::UnavailableError(
+          StrCat("the KV transfer to the decode worker failed: ", sink->health().message()));
+    }
+    return fail(why, why.code() == absl::StatusCode::kCancelled ? "cancelled" : "push");
+  }
+
+  // 4. Complete.
+  const KvPushResult& pushed = sink->result();
+  transport::TransferComplete done;
+  done.request_id = request.id;
+  done.first_token = ids[0];
+  done.blocks_written = static_cast<int32_t>(ticket->page_ids.size());
+  done.bytes_written =
+      static_cast<uint64_t>(ticket->page_ids.size()) * static_cast<uint64_t>(layout_.page_bytes);
+  done.checksum = pushed.checksum.hash;
+  pb::TransferComplete complete = ToProto(done);
+  if (request.params.logprobs >= 0 && !last.logprobs.empty()) {
+    pb::TokenLogprob* lp = complete.mutable_first_token_logprob();
+    lp->set_token_id(last.logprobs[0].id);
+    lp->set_logprob(last.logprobs[0].logprob);
+    for (const auto& [id, logprob] : last.logprobs[0].top_logprobs) {
+      pb::TopLogprob* top = lp->add_top();
+      top->set_token_id(id);
+      top->set_logprob(logprob);
+    }
+  }
+  complete.set_cached_tokens(last.usage.cached_tokens);
+  t = Clock::now();
+  {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+    pb::CompleteResponse resp;
+    absl::Status s =
+        FromGrpc(stub->Complete(&ctx, complete, &resp),
+                 StrCat("the decode worker ", req.decode_worker(), " refused Complete"));
+    if (!s.ok()) {
+      Release(stub, request.id);
+      return fail(s, "complete");
+    }
+  }
+  out.set_complete_seconds(Since(t));
+  if (metrics_ != nullptr) {
+    metrics_->ObserveSent(pushed.bytes_sent, pushed.transfer_seconds, pushed.exposed_seconds);
+  }
+  out.set_first_token(ids[0]);
+  out.mutable_usage()->set_prompt_tokens(last.usage.prompt_tokens);
+  out.mutable_usage()->set_cached_tokens(last.usage.cached_tokens);
+  out.set_queue_seconds(last.timings.queue_seconds);
+  out.set_compute_seconds(last.timings.time_to_first_token_seconds - last.timings.queue_seconds);
+  out.set_transfer_seconds(pushed.transfer_seconds);
+  out.set_exposed_transfer_seconds(pushed.exposed_seconds);
+  out.set_bytes_sent(pushed.bytes_sent);
+  out.set_blocks_sent(static_cast<int32_t>(ticket->page_ids.size()));
+  out.set_blocks_cached_on_decode(ticket->first_block);
+  return out;
+}
+
+}  // namespace baton::worker

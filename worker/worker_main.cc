@@ -1,0 +1,80 @@
+#include "worker/worker_main.h"
+
+#include <signal.h>
+
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <memory>
+
+#include "common/status.h"
+#include "common/stop_signals.h"
+#include "common/yaml_config.h"
+
+namespace baton::worker {
+
+void AddWorkerFlags(CLI::App* cmd, WorkerFlags* f, const std::string& fixed_role) {
+  cmd->add_option("--model", f->model, "A .gguf file or a Hugging Face model directory")
+      ->required()
+      ->envname("BATON_MODEL");
+  cmd->add_option("--host", f->host, "Address to listen on")->envname("BATON_HOST");
+  cmd->add_option("--port", f->port, "gRPC port (0: any free port, printed on stdout)")
+      ->envname("BATON_WORKER_PORT")
+      ->check(CLI::Range(0, 65535));
+  if (fixed_role.empty()) {
+    cmd->add_option("--role", f->role,
+                    "colocated (prefill and decode), prefill or decode (disaggregated serving)")
+        ->envname("BATON_ROLE")
+        ->check(CLI::IsMember({"colocated", "prefill", "decode"}));
+  } else {
+    f->role = fixed_role;
+  }
+  AddEngineFlags(cmd, f);
+  AddTransferFlags(cmd, f);
+}
+
+absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
+  BlockStopSignals();  // before any thread starts, so that only the wait below sees them
+  std::fprintf(stderr, "%s: loading %s\n", name.c_str(), flags.model.c_str());
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> worker, WorkerRuntime::Start(flags));
+  // With --port 0 the system picks the port; this line says which.
+  std::printf("%s: serving %s on %s:%d (%lld KV pages of %lld tokens), role %s", name.c_str(),
+              worker->model().name.c_str(), flags.host.c_str(), worker->port(),
+              static_cast<long long>(worker->engine().num_kv_pages()),
+              static_cast<long long>(flags.block_size), worker->role().c_str());
+  if (worker->metrics_port() >= 0) std::printf(", metrics :%d", worker->metrics_port());
+  std::printf("\n");
+  std::fflush(stdout);
+
+  const int signal = WaitForStopSignal();
+  std::fprintf(stderr, "%s: %s, stopping\n", name.c_str(), signal == SIGINT ? "SIGINT" : "SIGTERM");
+  // Open calls get a second to finish; then gRPC cancels them, which cancels their
+  // requests in the engine. (With a client still connected, gRPC 1.51's sync server
+  // always waits out this deadline.)
+  worker->Shutdown(absl::Seconds(1));
+  return absl::OkStatus();
+}
+
+int RoleWorkerMain(const std::string& name, const std::string& role, const std::string& about,
+                   int argc, char** argv) {
+  try {
+    CLI::App app{about, name};
+    app.config_formatter(std::make_shared<YamlConfig>());
+    app.set_config("--config", "", "YAML file with flag values (flag: value)")
+        ->envname("BATON_CONFIG");
+    WorkerFlags flags;
+    AddWorkerFlags(&app, &flags, role);
+    CLI11_PARSE(app, argc, argv);
+    absl::Status status = RunWorker(flags, name);
+    if (!status.ok()) {
+      std::cerr << name << ": " << status.message() << "\n";
+      return 1;
+    }
+    return 0;
+  } catch (const std::exception& e) {
+    std::cerr << name << ": " << e.what() << "\n";
+    return 1;
+  }
+}
+
+}  // namespace baton::worker
