@@ -301,9 +301,9 @@ absl::StatusOr<KvReservation> Engine::ReserveKv(const std::string& transfer_id,
           StrCat("transfer id '", transfer_id, "' already holds a reservation"));
     }
     const int64_t blocks = scheduler_->BlocksFor(prompt_len);
-    // Unlike a local prefill, the whole prompt may come from the cache: the first token
-    // was sampled elsewhere.
-    const int64_t hit = blocks_->CountCachedPrefix(hashes);
+    // The transfer contract always sends the last block (transport/transfer_ticket.h), so
+    // a transfer is never empty: at most blocks - 1 come from the cache.
+    const int64_t hit = std::min(blocks_->CountCachedPrefix(hashes), blocks - 1);
     const int64_t need = blocks - hit;
     const int64_t free = blocks_->num_available() - blocks_->CountIdle(hashes, hit);
     if (need > free) {

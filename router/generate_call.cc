@@ -10,6 +10,7 @@
 #include "common/strings.h"
 #include "router/choice_decoder.h"
 #include "router/generation.h"
+#include "router/remote_prefill.h"
 #include "router/request_builder.h"
 
 namespace baton::router {
@@ -95,8 +96,62 @@ class GenerateCall {
       return;
     }
     worker_started_ = true;
-    reader_ = c_.worker->stub()->PrepareAsyncGenerate(&worker_ctx_, wire_, cq_);
+    route_ = c_.pool->Pick();
+    if (route_.prefill != nullptr) {
+      EnsureSeed(&wire_);
+      prefill_ = route_.prefill;
+      StartPrefill();
+    } else {
+      StartWorker();
+    }
+  }
+
+  void StartWorker() {
+    reader_ = route_.decode->stub()->PrepareAsyncGenerate(&worker_ctx_, wire_, cq_);
     reader_->StartCall(&worker_start_step_);
+  }
+
+  // The prefill leg of a split route (docs/disaggregation.md); one attempt at a time.
+  void StartPrefill() {
+    transfer_id_ = TransferId(wire_, attempt_);
+    prefill_req_ = PrefillCall(wire_, transfer_id_, route_);
+    prefill_ctx_ = std::make_unique<grpc::ClientContext>();
+    if (has_deadline_) prefill_ctx_->set_deadline(ctx_.deadline());
+    prefill_in_flight_ = true;
+    prefill_reader_ = prefill_->stub()->PrepareAsyncPrefill(prefill_ctx_.get(), prefill_req_, cq_);
+    prefill_reader_->StartCall();
+    prefill_reader_->Finish(&prefill_resp_, &prefill_status_, &prefill_step_);
+  }
+
+  void OnPrefillDone(bool /*ok*/) {
+    prefill_in_flight_ = false;
+    if (prefill_status_.ok() && !client_cancelled_) {
+      RecordPrefill(route_, prefill_status_, prefill_resp_, {});
+      wire_.set_kv_transfer_id(transfer_id_);
+      StartWorker();
+      return;
+    }
+    const AfterPrefill next =
+        client_cancelled_ ? AfterPrefill{}
+                          : DecideAfterPrefillFailure(route_, prefill_, prefill_status_, attempt_);
+    RecordPrefill(route_, prefill_status_, prefill_resp_, next);
+    switch (next.action) {
+      case AfterPrefill::kRetry:
+        ++attempt_;
+        prefill_ = next.worker;
+        StartPrefill();
+        return;
+      case AfterPrefill::kLocal:
+        StartWorker();  // the decode worker computes the prompt itself
+        return;
+      case AfterPrefill::kFail:
+        worker_done_ = true;
+        final_status_ = client_cancelled_ ? absl::CancelledError("the request was cancelled")
+                                          : prefill_->ToStatus(prefill_status_);
+        Advance();
+        MaybeDelete();
+        return;
+    }
   }
 
   absl::Status Prepare() {
@@ -107,6 +162,7 @@ class GenerateCall {
     const auto deadline = ctx_.deadline();
     if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
       worker_ctx_.set_deadline(deadline);
+      has_deadline_ = true;
     }
     request_id_ = built.generation.request_id;
     tokenize_seconds_ = built.tokenize_seconds;
@@ -172,7 +228,7 @@ class GenerateCall {
     final_status_ = !worker_error_.ok()
                         ? worker_error_
                         : StreamEndStatus(*decoder_, client_cancelled_ || client_gone_,
-                                          worker_status_, *c_.worker);
+                                          worker_status_, *route_.decode);
     Advance();
     MaybeDelete();
   }
@@ -211,7 +267,9 @@ class GenerateCall {
     done_seen_ = true;
     if (ctx_.IsCancelled()) {  // a cancel or the deadline; after a normal finish it is false
       client_cancelled_ = true;
+      // A context cancelled before its call starts cancels the call as it starts.
       if (worker_started_) worker_ctx_.TryCancel();
+      if (prefill_in_flight_) prefill_ctx_->TryCancel();
     }
     MaybeDelete();
   }
@@ -245,6 +303,18 @@ class GenerateCall {
   double tokenize_seconds_ = 0;
   std::optional<ChoiceDecoder> decoder_;
 
+  Route route_;
+  bool has_deadline_ = false;
+  int attempt_ = 0;
+  WorkerClient* prefill_ = nullptr;
+  std::string transfer_id_;
+  std::unique_ptr<grpc::ClientContext> prefill_ctx_;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<ipb::PrefillResponse>> prefill_reader_;
+  ipb::PrefillRequest prefill_req_;
+  ipb::PrefillResponse prefill_resp_;
+  grpc::Status prefill_status_;
+  bool prefill_in_flight_ = false;
+
   grpc::ClientContext worker_ctx_;
   ipb::GenerateRequest wire_;
   std::unique_ptr<grpc::ClientAsyncReader<ipb::GenerateResponse>> reader_;
@@ -274,6 +344,7 @@ class GenerateCall {
   Step worker_finish_step_{this, &GenerateCall::OnWorkerFinish};
   Step write_step_{this, &GenerateCall::OnWrite};
   Step finish_step_{this, &GenerateCall::OnFinish};
+  Step prefill_step_{this, &GenerateCall::OnPrefillDone};
 };
 
 }  // namespace

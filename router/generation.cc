@@ -5,6 +5,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "router/remote_prefill.h"
 
 namespace baton::router {
 
@@ -27,6 +28,15 @@ class Generation::Leg final : public grpc::ClientReadReactor<pb::GenerateRespons
   pb::GenerateRequest wire;
   pb::GenerateResponse msg;
   ChoiceDecoder decoder;  // used only on this leg's read path, one read at a time
+
+  // The prefill leg of a split route; one attempt at a time.
+  int attempt = 0;
+  WorkerClient* prefill = nullptr;
+  std::string transfer_id;
+  std::mutex prefill_mu;  // guards prefill_ctx against Cancel from another thread
+  std::unique_ptr<grpc::ClientContext> prefill_ctx;
+  pb::PrefillRequest prefill_req;
+  pb::PrefillResponse prefill_resp;
 };
 
 absl::StatusOr<pb::GenerateRequest> WorkerRequest(const GenerationRequest& r, int choice) {
@@ -44,27 +54,26 @@ absl::StatusOr<pb::GenerateRequest> WorkerRequest(const GenerationRequest& r, in
   return wire;
 }
 
-Generation::Generation(WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+Generation::Generation(Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                        GenerationRequest request, GenerationCallbacks callbacks)
-    : worker_(worker),
+    : route_(route),
       tokenizer_(std::move(tokenizer)),
       request_(std::move(request)),
       callbacks_(std::move(callbacks)) {}
 
 absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(
-    WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
-    GenerationRequest request, GenerationCallbacks callbacks) {
+    Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request,
+    GenerationCallbacks callbacks) {
   std::unique_ptr<Generation> g(
-      new Generation(worker, std::move(tokenizer), std::move(request), std::move(callbacks)));
+      new Generation(route, std::move(tokenizer), std::move(request), std::move(callbacks)));
   BATON_RETURN_IF_ERROR(g->StartLegs());
   return g;
 }
 
 absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(
-    WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
-    GenerationRequest request) {
+    Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request) {
   std::unique_ptr<Generation> g(
-      new Generation(worker, std::move(tokenizer), std::move(request), GenerationCallbacks()));
+      new Generation(route, std::move(tokenizer), std::move(request), GenerationCallbacks()));
   Generation* self = g.get();
   // Pull mode is push mode into a queue that Next() drains.
   g->callbacks_.on_delta = [self](const ChoiceDelta& d) {
@@ -93,11 +102,65 @@ absl::Status Generation::StartLegs() {
   open_legs_ = r.n;
   started_ = true;
   for (auto& leg : legs_) {
-    worker_->stub()->async()->Generate(&leg->ctx, &leg->wire, leg.get());
-    leg->StartRead(&leg->msg);
-    leg->StartCall();
+    if (route_.prefill != nullptr) {
+      EnsureSeed(&leg->wire);
+      leg->prefill = route_.prefill;
+      StartPrefill(*leg);
+    } else {
+      StartDecode(*leg);
+    }
   }
   return absl::OkStatus();
+}
+
+bool Generation::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_ || !status_.ok();
+}
+
+void Generation::StartPrefill(Leg& leg) {
+  leg.transfer_id = TransferId(leg.wire, leg.attempt);
+  leg.prefill_req = PrefillCall(leg.wire, leg.transfer_id, route_);
+  {
+    std::lock_guard<std::mutex> lock(leg.prefill_mu);
+    leg.prefill_ctx = std::make_unique<grpc::ClientContext>();
+    if (request_.deadline) leg.prefill_ctx->set_deadline(*request_.deadline);
+    if (cancelled()) leg.prefill_ctx->TryCancel();  // a Cancel that came between attempts
+  }
+  leg.prefill->stub()->async()->Prefill(leg.prefill_ctx.get(), &leg.prefill_req, &leg.prefill_resp,
+                                        [this, &leg](grpc::Status s) { OnPrefillDone(leg, s); });
+}
+
+void Generation::OnPrefillDone(Leg& leg, const grpc::Status& s) {
+  if (s.ok()) {
+    RecordPrefill(route_, s, leg.prefill_resp, {});
+    leg.wire.set_kv_transfer_id(leg.transfer_id);
+    StartDecode(leg);
+    return;
+  }
+  const AfterPrefill next =
+      cancelled() ? AfterPrefill{} : DecideAfterPrefillFailure(route_, leg.prefill, s, leg.attempt);
+  RecordPrefill(route_, s, leg.prefill_resp, next);
+  switch (next.action) {
+    case AfterPrefill::kRetry:
+      ++leg.attempt;
+      leg.prefill = next.worker;
+      StartPrefill(leg);
+      return;
+    case AfterPrefill::kLocal:
+      StartDecode(leg);  // the decode worker computes the prompt itself
+      return;
+    case AfterPrefill::kFail:
+      if (!cancelled()) Fail(leg.prefill->ToStatus(s));
+      OnLegDone(leg, s);
+      return;
+  }
+}
+
+void Generation::StartDecode(Leg& leg) {
+  route_.decode->stub()->async()->Generate(&leg.ctx, &leg.wire, &leg);
+  leg.StartRead(&leg.msg);
+  leg.StartCall();
 }
 
 Generation::~Generation() {
@@ -121,8 +184,13 @@ void Generation::Cancel() {
 }
 
 void Generation::CancelAll() {
-  // legs_ does not change once the calls started; TryCancel is thread-safe.
-  for (auto& leg : legs_) leg->ctx.TryCancel();
+  // legs_ does not change once the calls started; TryCancel is thread-safe, and a context
+  // cancelled before its call starts cancels the call as it starts.
+  for (auto& leg : legs_) {
+    leg->ctx.TryCancel();
+    std::lock_guard<std::mutex> lock(leg->prefill_mu);
+    if (leg->prefill_ctx != nullptr) leg->prefill_ctx->TryCancel();
+  }
 }
 
 void Generation::Fail(absl::Status status) {
@@ -171,7 +239,7 @@ void Generation::OnLegDone(Leg& leg, const grpc::Status& s) {
     std::lock_guard<std::mutex> lock(mu_);
     cancelled = cancelled_;
   }
-  absl::Status end = StreamEndStatus(leg.decoder, cancelled, s, *worker_);
+  absl::Status end = StreamEndStatus(leg.decoder, cancelled, s, *route_.decode);
   if (!end.ok()) Fail(std::move(end));
   std::function<void(const absl::Status&)> on_done;
   absl::Status final_status;

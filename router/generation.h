@@ -32,6 +32,7 @@
 #include "router/choice_decoder.h"
 #include "router/generation_types.h"
 #include "router/worker_client.h"
+#include "router/worker_pool.h"
 #include "tokenizer/tokenizer.h"
 
 namespace baton::router {
@@ -58,13 +59,15 @@ struct GenerationCallbacks {
 class Generation {
  public:
   // Pull mode: use Next().
+  // `route` says where: one colocated worker, or a prefill and a decode worker (each
+  // choice then prefills on its own, with the route's failover).
   static absl::StatusOr<std::unique_ptr<Generation>> Start(
-      WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+      Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
       GenerationRequest request);
   // Push mode. The callbacks may run before Start returns.
   static absl::StatusOr<std::unique_ptr<Generation>> Start(
-      WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
-      GenerationRequest request, GenerationCallbacks callbacks);
+      Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request,
+      GenerationCallbacks callbacks);
   ~Generation();
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -80,15 +83,19 @@ class Generation {
 
  private:
   class Leg;
-  Generation(WorkerClient* worker, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+  Generation(Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
              GenerationRequest request, GenerationCallbacks callbacks);
   absl::Status StartLegs();
+  void StartPrefill(Leg& leg);
+  void OnPrefillDone(Leg& leg, const grpc::Status& s);
+  void StartDecode(Leg& leg);
+  bool cancelled() const;
   void OnRead(Leg& leg, bool ok);
   void OnLegDone(Leg& leg, const grpc::Status& s);
   void Fail(absl::Status status);
   void CancelAll();
 
-  WorkerClient* worker_;
+  Route route_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   GenerationRequest request_;
   GenerationCallbacks callbacks_;

@@ -15,6 +15,7 @@
 #include "router/router_metrics.h"
 #include "router/served_model.h"
 #include "router/worker_client.h"
+#include "router/worker_pool.h"
 
 namespace baton::router {
 
@@ -22,7 +23,7 @@ struct GenerateLoopState;
 
 struct GrpcApiContext {
   ServedModel* model = nullptr;
-  WorkerClient* worker = nullptr;
+  WorkerPool* pool = nullptr;
   RouterMetrics* metrics = nullptr;
   ProtocolLimits limits;
   std::string api_key;  // empty: no authentication

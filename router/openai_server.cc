@@ -94,7 +94,7 @@ class Handler {
     }
     if (path == "/ready") {
       if (!is_get) return MethodNotAllowed(out, "GET");
-      absl::Status s = c_.worker->CheckHealth(absl::Seconds(2));
+      absl::Status s = c_.pool->primary()->CheckHealth(absl::Seconds(2));
       if (!s.ok()) return SendError(out, absl::UnavailableError(s.message()));
       out.Send(200, kJson, R"({"status":"ready"})");
       return 200;
@@ -214,7 +214,7 @@ class Handler {
 
   int Whole(GenerationRequest request, Run& run, HttpResponder& out) {
     absl::StatusOr<std::unique_ptr<Generation>> started =
-        Generation::Start(c_.worker, c_.model->tokenizer(), std::move(request));
+        Generation::Start(c_.pool->Pick(), c_.model->tokenizer(), std::move(request));
     if (!started.ok()) return SendError(out, started.status());
     Generation& gen = **started;
     const uint64_t watch =
@@ -329,7 +329,7 @@ class Handler {
       s.cv.notify_all();
     };
     absl::StatusOr<std::unique_ptr<Generation>> started =
-        Generation::Start(c_.worker, c_.model->tokenizer(), std::move(request), callbacks);
+        Generation::Start(c_.pool->Pick(), c_.model->tokenizer(), std::move(request), callbacks);
     if (!started.ok()) return SendError(out, started.status());
     Generation* gen = started->get();
     const uint64_t watch =

@@ -12,6 +12,7 @@
 #include "router/router_metrics.h"
 #include "router/served_model.h"
 #include "router/worker_client.h"
+#include "router/worker_pool.h"
 #include "service/cancel_watcher.h"
 #include "service/http_request.h"
 #include "service/http_responder.h"
@@ -20,7 +21,7 @@ namespace baton::router {
 
 struct OpenAiServerContext {
   ServedModel* model = nullptr;
-  WorkerClient* worker = nullptr;
+  WorkerPool* pool = nullptr;
   RouterMetrics* metrics = nullptr;
   service::CancelWatcher* watcher = nullptr;
   ProtocolLimits limits;

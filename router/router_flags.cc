@@ -1,5 +1,6 @@
 #include "router/router_flags.h"
 
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace baton::router {
@@ -52,6 +53,25 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "How long to wait at start-up for the worker to answer")
       ->envname("BATON_WORKER_WAIT_SECONDS")
       ->check(CLI::Range(0.0, 3600.0));
+  cmd->add_option("--prefill-failover", f->prefill_failover,
+                  "When a prefill worker fails: retry (once on another prefill worker, then "
+                  "on the decode worker), local (on the decode worker), none (fail)")
+      ->envname("BATON_PREFILL_FAILOVER")
+      ->check(CLI::IsMember({"retry", "local", "none"}));
+}
+
+void AddWorkerListFlags(CLI::App* cmd, RouterFlags* f) {
+  cmd->add_option("--worker", f->worker,
+                  "Colocated workers' internal gRPC addresses (host:port, comma-separated; "
+                  "default 127.0.0.1:50061 unless --decode-worker is given)")
+      ->envname("BATON_WORKER");
+  cmd->add_option("--prefill-worker", f->prefill_workers,
+                  "Prefill workers (baton-prefill), comma-separated host:port")
+      ->envname("BATON_PREFILL_WORKERS");
+  cmd->add_option("--decode-worker", f->decode_workers,
+                  "Decode workers (baton-decode), comma-separated host:port; with these and "
+                  "without --worker, only split workers serve")
+      ->envname("BATON_DECODE_WORKERS");
 }
 
 absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
@@ -72,6 +92,11 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.limits.max_stop = f.max_stop;
   o.limits.max_top_logprobs = f.max_top_logprobs;
   o.worker_wait = absl::Seconds(f.worker_wait_seconds);
+  o.worker = f.worker;
+  o.prefill_workers = f.prefill_workers;
+  o.decode_workers = f.decode_workers;
+  if (o.worker.empty() && o.decode_workers.empty()) o.worker = "127.0.0.1:50061";
+  BATON_ASSIGN_OR_RETURN(o.prefill_failover, ParsePrefillFailover(f.prefill_failover));
   return o;
 }
 

@@ -25,10 +25,18 @@ struct RouterFlags {
   int max_stop = 16;
   int max_top_logprobs = 20;
   double worker_wait_seconds = 60;
+  // Comma-separated host:port lists (AddWorkerListFlags; `baton serve` fills them itself).
+  std::string worker;  // empty: 127.0.0.1:50061, unless decode workers are given
+  std::string prefill_workers;
+  std::string decode_workers;
+  std::string prefill_failover = "retry";
 };
 
 // `with_model`: false where the caller defines --model itself (baton serve).
 void AddRouterFlags(CLI::App* cmd, RouterFlags* flags, bool with_model);
+
+// --worker, --prefill-worker, --decode-worker: where `baton-router` sends requests.
+void AddWorkerListFlags(CLI::App* cmd, RouterFlags* flags);
 
 absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& flags);
 

@@ -11,17 +11,21 @@
 #include "CLI/CLI.hpp"
 #include "common/status.h"
 #include "common/stop_signals.h"
+#include "common/strings.h"
 #include "common/yaml_config.h"
 #include "router/router_flags.h"
 #include "router/router_server.h"
 
 namespace {
 
-absl::Status Run(const baton::router::RouterFlags& flags, const std::string& worker) {
+absl::Status Run(const baton::router::RouterFlags& flags) {
   baton::BlockStopSignals();
   BATON_ASSIGN_OR_RETURN(baton::router::RouterOptions options,
                          baton::router::ToRouterOptions(flags));
-  options.worker = worker;
+  const std::string worker =
+      options.decode_workers.empty()
+          ? options.worker
+          : baton::StrCat("decode ", options.decode_workers, ", prefill ", options.prefill_workers);
   std::fprintf(stderr, "baton-router: waiting for the worker at %s\n", worker.c_str());
   BATON_ASSIGN_OR_RETURN(auto router, baton::router::RouterServer::Start(options));
   // The first stdout line says where it listens (scripts and tests read the ports here).
@@ -44,12 +48,10 @@ int main(int argc, char** argv) {
     app.set_config("--config", "", "YAML file with flag values (flag: value)")
         ->envname("BATON_CONFIG");
     baton::router::RouterFlags flags;
-    std::string worker = "127.0.0.1:50061";
-    app.add_option("--worker", worker, "The worker's internal gRPC address (host:port)")
-        ->envname("BATON_WORKER");
     baton::router::AddRouterFlags(&app, &flags, /*with_model=*/true);
+    baton::router::AddWorkerListFlags(&app, &flags);
     CLI11_PARSE(app, argc, argv);
-    absl::Status status = Run(flags, worker);
+    absl::Status status = Run(flags);
     if (!status.ok()) {
       std::cerr << "baton-router: " << status.message() << "\n";
       return 1;

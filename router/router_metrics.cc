@@ -56,7 +56,25 @@ RouterMetrics::RouterMetrics()
                    .Name("baton_router_requests_running")
                    .Help("Generation requests in flight")
                    .Register(*registry_)
-                   .Add({})) {}
+                   .Add({})),
+      prefills_(prometheus::BuildCounter()
+                    .Name("baton_router_prefills_total")
+                    .Help("Prefill calls of split requests, by outcome (ok, or after a "
+                          "failure: retry, local, failed)")
+                    .Register(*registry_)),
+      prefill_seconds_(prometheus::BuildHistogram()
+                           .Name("baton_router_prefill_phase_seconds")
+                           .Help("Split requests' prefill time by phase, as the prefill worker "
+                                 "measured it (queue, compute, transfer, exposed_transfer)")
+                           .Register(*registry_)) {}
+
+void RouterMetrics::CountPrefill(const std::string& outcome) {
+  prefills_.Add({{"outcome", outcome}}).Increment();
+}
+
+void RouterMetrics::ObservePrefillPhase(const std::string& phase, double seconds) {
+  prefill_seconds_.Add({{"phase", phase}}, service::LatencyBuckets()).Observe(seconds);
+}
 
 void RouterMetrics::CountRequest(const std::string& api, const std::string& endpoint,
                                  const std::string& code) {

@@ -27,6 +27,11 @@ class RouterMetrics {
   void ObserveInterTokenSeconds(double seconds) { itl_.Observe(seconds); }
   void AddTokens(int64_t prompt, int64_t cached, int64_t completion);
   void CountClientCancel() { client_cancels_.Increment(); }
+  // Split requests: one Prefill call's outcome ("ok", or what followed a failure:
+  // "retry", "local", "failed"), and where an ok one's time went, as the prefill worker
+  // measured it (phase "queue", "compute", "transfer", "exposed_transfer").
+  void CountPrefill(const std::string& outcome);
+  void ObservePrefillPhase(const std::string& phase, double seconds);
 
   prometheus::Gauge& running() { return running_; }
 
@@ -41,6 +46,8 @@ class RouterMetrics {
   prometheus::Counter& completion_tokens_;
   prometheus::Counter& client_cancels_;
   prometheus::Gauge& running_;
+  prometheus::Family<prometheus::Counter>& prefills_;
+  prometheus::Family<prometheus::Histogram>& prefill_seconds_;
 };
 
 }  // namespace baton::router

@@ -15,14 +15,16 @@ namespace baton::router {
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOptions& options) {
   std::unique_ptr<RouterServer> r(new RouterServer());
   r->options_ = options;
-  r->worker_ = std::make_unique<WorkerClient>(options.worker);
+  BATON_ASSIGN_OR_RETURN(
+      r->pool_, WorkerPool::Create(options.worker, options.prefill_workers, options.decode_workers,
+                                   options.prefill_failover, &r->metrics_));
   BATON_ASSIGN_OR_RETURN(r->model_, ServedModel::Load(options.tokenizer, options.served_model_name,
-                                                      r->worker_.get(), options.worker_wait));
+                                                      r->pool_->primary(), options.worker_wait));
   r->watcher_ = std::make_unique<service::CancelWatcher>();
 
   OpenAiServerContext http_context;
   http_context.model = r->model_.get();
-  http_context.worker = r->worker_.get();
+  http_context.pool = r->pool_.get();
   http_context.metrics = &r->metrics_;
   http_context.watcher = r->watcher_.get();
   http_context.limits = options.limits;
@@ -36,7 +38,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   if (options.grpc_port >= 0) {
     GrpcApiContext grpc_context;
     grpc_context.model = r->model_.get();
-    grpc_context.worker = r->worker_.get();
+    grpc_context.pool = r->pool_.get();
     grpc_context.metrics = &r->metrics_;
     grpc_context.limits = options.limits;
     grpc_context.api_key = options.api_key;

@@ -25,9 +25,14 @@
 namespace baton::router {
 
 struct RouterOptions {
-  std::string worker = "127.0.0.1:50061";  // the worker's internal gRPC address
-  std::string tokenizer;                   // model directory, .gguf or tokenizer.json
-  std::string served_model_name;           // empty: the worker's model id
+  // Workers' internal gRPC addresses, each a comma-separated host:port list: colocated
+  // workers, and the two pools of split ones (docs/disaggregation.md).
+  std::string worker = "127.0.0.1:50061";
+  std::string prefill_workers;
+  std::string decode_workers;
+  PrefillFailover prefill_failover = PrefillFailover::kRetry;
+  std::string tokenizer;          // model directory, .gguf or tokenizer.json
+  std::string served_model_name;  // empty: the worker's model id
   std::string host = "127.0.0.1";
   int http_port = 8000;           // 0: any free port
   int grpc_port = 50051;          // 0: any free port; -1: no gRPC API
@@ -56,7 +61,7 @@ class RouterServer {
 
   RouterOptions options_;
   RouterMetrics metrics_;
-  std::unique_ptr<WorkerClient> worker_;
+  std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<ServedModel> model_;
   std::unique_ptr<service::CancelWatcher> watcher_;
   std::unique_ptr<service::HttpServer> http_;

@@ -59,6 +59,10 @@ absl::StatusOr<std::shared_ptr<transport::UcxEndpoint>> KvSender::EndpointFor(
   if (it != endpoints_.end()) endpoints_.erase(it);  // its peer failed: reconnect
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<transport::UcxEndpoint> ep,
                          transport::UcxEndpoint::Connect(*ucx_, address));
+  // Finish the connection handshake before the first put. Debian's UCX 1.13 asserts (and
+  // aborts the receiver) when a peer dies while the receiver's handshake reply is still
+  // queued (openucx/ucx#8175); a flushed endpoint has none queued.
+  BATON_RETURN_IF_ERROR(ep->Flush(absl::Now() + options_.flush_timeout));
   std::shared_ptr<transport::UcxEndpoint> shared = std::move(ep);
   endpoints_[address] = shared;
   return shared;

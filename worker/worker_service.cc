@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <deque>
 #include <mutex>
 #include <utility>
@@ -172,7 +173,15 @@ class WorkerService::WorkerImpl final : public pb::Worker::Service {
     }
     absl::StatusOr<pb::PrefillResponse> done =
         sender_->Run(*req, [ctx] { return ctx->IsCancelled(); });
-    if (!done.ok()) return ToGrpcStatus(done.status());
+    if (!done.ok()) {
+      // Operators see why a transfer failed here; the router sees the status.
+      if (done.status().code() != absl::StatusCode::kCancelled) {
+        std::fprintf(stderr, "baton worker: prefill of '%s' for %s failed: %s\n",
+                     req->request().request_id().c_str(), req->decode_worker().c_str(),
+                     std::string(done.status().message()).c_str());
+      }
+      return ToGrpcStatus(done.status());
+    }
     *out = *std::move(done);
     return grpc::Status::OK;
   }

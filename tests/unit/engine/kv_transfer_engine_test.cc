@@ -220,6 +220,30 @@ TEST(KvTransferEngineTest, SplitRequestsMatchTheSingleSequencePath) {
   ExpectAllFree(decode->get());
 }
 
+TEST(KvTransferEngineTest, AFullyCachedPromptStillSendsItsLastBlock) {
+  const LoadedModel& m = Tiny();
+  auto prefill = Engine::Create(&m, Options());
+  auto decode = Engine::Create(&m, Options());
+  ASSERT_TRUE(prefill.ok() && decode.ok());
+  EngineRequest r = Requests(m, 2)[1];
+  r.prompt_ids.resize(48);  // three full blocks
+  ThreadPool threads(2);
+  auto want = Generate(m, &threads, r.prompt_ids, r.params, {}, nullptr);
+  ASSERT_TRUE(want.ok());
+  for (int round = 0; round < 2; ++round) {
+    r.id = StrCat("full", round);
+    int64_t sent = 0, cached = 0;
+    const Result got = RunSplit(prefill->get(), decode->get(), r, &sent, &cached);
+    EXPECT_EQ(got.ids, want->output_ids);
+    // The second time the decode engine holds all three blocks; the contract still sends
+    // the last one, so that no transfer is empty.
+    EXPECT_EQ(cached, round == 0 ? 0 : 2);
+    EXPECT_EQ(sent, (round == 0 ? 3 : 1) * (*prefill)->kv_layout().bytes_per_block());
+  }
+  ExpectAllFree(prefill->get());
+  ExpectAllFree(decode->get());
+}
+
 TEST(KvTransferEngineTest, ReservationsAreCountedAndReleased) {
   const LoadedModel& m = Tiny();
   auto decode = Engine::Create(&m, Options());

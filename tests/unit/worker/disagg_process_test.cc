@@ -21,63 +21,23 @@
 #include "engine/generator.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "tests/unit/transport/ucx_test_util.h"
+#include "tests/unit/worker/worker_proc.h"
 #include "worker/worker_service.h"
 
 namespace baton::worker {
 namespace {
 
 namespace pb = ::baton::internal::v1;
-using baton::testing::ChildProcess;
 
 const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
 
-// A worker process and a stub to it.
-struct Worker {
-  std::unique_ptr<ChildProcess> process;
-  std::string target;
-  std::unique_ptr<pb::Worker::Stub> stub;
-
-  Worker(const std::string& bin, const std::string& tls, std::vector<std::string> extra = {}) {
-    std::vector<std::string> argv = {bin,     "--model",   kModel, "--port",
-                                     "0",     "--threads", "1",    "--kv-cache-memory",
-                                     "16MiB", "--ucx-tls", tls};
-    argv.insert(argv.end(), extra.begin(), extra.end());
-    process = std::make_unique<ChildProcess>(argv);
-    const std::string line = process->ReadLine();
-    std::smatch m;
-    if (!std::regex_search(line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) {
-      ADD_FAILURE() << bin << " did not start: '" << line << "'";
-      return;
-    }
-    target = m[1].str();
-    stub = pb::Worker::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
-  }
-
-  pb::GetStatsResponse Stats() {
-    grpc::ClientContext ctx;
-    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
-    pb::GetStatsResponse out;
-    EXPECT_TRUE(stub->GetStats(&ctx, {}, &out).ok());
-    return out;
-  }
-
-  // Waits until `done(stats)` or `seconds` pass; returns the last stats.
-  pb::GetStatsResponse WaitFor(const std::function<bool(const pb::GetStatsResponse&)>& done,
-                               double seconds) {
-    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
-    pb::GetStatsResponse s = Stats();
-    while (!done(s) && std::chrono::steady_clock::now() < end) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-      s = Stats();
-    }
-    return s;
-  }
+// A role binary with the bundled model.
+struct Worker : baton::testing::WorkerProc {
+  Worker(const std::string& bin, const std::string& tls, const std::vector<std::string>& extra = {})
+      : WorkerProc({bin}, tls, extra) {}
 };
 
-bool NoPagesHeld(const pb::GetStatsResponse& s) {
-  return s.pages_used() == 0 && s.kv_reservations() == 0 && s.running() == 0 && s.waiting() == 0;
-}
+using baton::testing::NoPagesHeld;
 
 pb::GenerateRequest Request(const std::string& id, int prompt_len, uint64_t seed, int max_tokens) {
   pb::GenerateRequest r;
@@ -198,6 +158,16 @@ TEST_P(DisaggProcessTest, RefusalsAreCleanErrors) {
 pb::GenerateRequest SlowRequest(const std::string& id) { return Request(id, 480, 2, 4); }
 const std::vector<std::string> kSlow = {"--max-prefill-chunk", "1", "--max-batched-tokens", "256"};
 
+// One small transfer, so that the UCX endpoint between the two is open before a test kills
+// one of them: connections are long-lived in a cluster, and Debian's UCX 1.13 aborts a
+// process whose peer dies mid-handshake (openucx/ucx#8175; docs/disaggregation.md).
+void WarmUp(Worker& prefill, Worker& decode) {
+  const pb::GenerateRequest req = Request("warm-up", 20, 1, 2);
+  pb::PrefillResponse pre;
+  ASSERT_TRUE(Prefill(prefill, decode.target, req, &pre).ok());
+  ASSERT_TRUE(Generate(decode, req, req.request_id()).status.ok());
+}
+
 // Runs a Prefill call on another thread.
 struct AsyncPrefill {
   grpc::ClientContext ctx;
@@ -216,7 +186,8 @@ TEST_P(DisaggProcessTest, KilledPrefillWorkerLeavesNoPagesAfterTheLease) {
   Worker decode(BATON_DECODE_BIN, GetParam(), {"--kv-lease-seconds", "1"});
   Worker prefill(BATON_PREFILL_BIN, GetParam(), kSlow);
   ASSERT_TRUE(decode.stub && prefill.stub);
-  const pb::GetStatsResponse before = decode.Stats();
+  WarmUp(prefill, decode);
+  const pb::GetStatsResponse before = decode.WaitFor(NoPagesHeld, 5);
   AsyncPrefill call(prefill, decode, SlowRequest("k1"));
   const pb::GetStatsResponse reserved =
       decode.WaitFor([](const auto& s) { return s.kv_reservations() == 1; }, 20);
@@ -237,7 +208,8 @@ TEST_P(DisaggProcessTest, KilledDecodeWorkerFailsThePrefillCleanly) {
   Worker decode(BATON_DECODE_BIN, GetParam());
   Worker prefill(BATON_PREFILL_BIN, GetParam(), kSlow);
   ASSERT_TRUE(decode.stub && prefill.stub);
-  const pb::GetStatsResponse before = prefill.Stats();
+  WarmUp(prefill, decode);
+  const pb::GetStatsResponse before = prefill.WaitFor(NoPagesHeld, 5);
   AsyncPrefill call(prefill, decode, SlowRequest("k2"));
   ASSERT_EQ(
       decode.WaitFor([](const auto& s) { return s.kv_reservations() == 1; }, 20).kv_reservations(),
@@ -260,6 +232,7 @@ TEST_P(DisaggProcessTest, ACancelledPrefillFreesBothSides) {
   Worker decode(BATON_DECODE_BIN, GetParam());
   Worker prefill(BATON_PREFILL_BIN, GetParam(), kSlow);
   ASSERT_TRUE(decode.stub && prefill.stub);
+  WarmUp(prefill, decode);
   AsyncPrefill call(prefill, decode, SlowRequest("k3"));
   ASSERT_EQ(
       decode.WaitFor([](const auto& s) { return s.kv_reservations() == 1; }, 20).kv_reservations(),

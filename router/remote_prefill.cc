@@ -1,0 +1,72 @@
+#include "router/remote_prefill.h"
+
+#include <random>
+
+#include "common/strings.h"
+
+namespace baton::router {
+
+namespace pb = ::baton::internal::v1;
+
+std::string TransferId(const pb::GenerateRequest& wire, int attempt) {
+  return StrCat(wire.request_id(), "#p", attempt);
+}
+
+pb::PrefillRequest PrefillCall(const pb::GenerateRequest& wire, const std::string& transfer_id,
+                               const Route& route) {
+  pb::PrefillRequest out;
+  *out.mutable_request() = wire;
+  out.mutable_request()->set_request_id(transfer_id);
+  out.set_decode_worker(route.decode->target());
+  return out;
+}
+
+void EnsureSeed(pb::GenerateRequest* wire) {
+  if (wire->params().has_seed()) return;
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  wire->mutable_params()->set_seed(rng());
+}
+
+AfterPrefill DecideAfterPrefillFailure(const Route& route, const WorkerClient* failed,
+                                       const grpc::Status& status, int attempt) {
+  switch (status.error_code()) {
+    case grpc::StatusCode::CANCELLED:
+    case grpc::StatusCode::INVALID_ARGUMENT:
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+    case grpc::StatusCode::FAILED_PRECONDITION:
+    case grpc::StatusCode::OUT_OF_RANGE:
+    case grpc::StatusCode::UNAUTHENTICATED:
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return {};
+    default:
+      break;
+  }
+  const PrefillFailover policy =
+      route.pool == nullptr ? PrefillFailover::kLocal : route.pool->failover();
+  if (policy == PrefillFailover::kNone) return {};
+  if (policy == PrefillFailover::kRetry && attempt == 0 && route.pool != nullptr) {
+    if (WorkerClient* other = route.pool->OtherPrefill(failed); other != nullptr) {
+      return {AfterPrefill::kRetry, other};
+    }
+  }
+  return {AfterPrefill::kLocal, nullptr};
+}
+
+void RecordPrefill(const Route& route, const grpc::Status& status,
+                   const pb::PrefillResponse& response, const AfterPrefill& next) {
+  RouterMetrics* m = route.pool == nullptr ? nullptr : route.pool->metrics();
+  if (m == nullptr) return;
+  if (!status.ok()) {
+    m->CountPrefill(next.action == AfterPrefill::kRetry   ? "retry"
+                    : next.action == AfterPrefill::kLocal ? "local"
+                                                          : "failed");
+    return;
+  }
+  m->CountPrefill("ok");
+  m->ObservePrefillPhase("queue", response.queue_seconds());
+  m->ObservePrefillPhase("compute", response.compute_seconds());
+  m->ObservePrefillPhase("transfer", response.transfer_seconds());
+  m->ObservePrefillPhase("exposed_transfer", response.exposed_transfer_seconds());
+}
+
+}  // namespace baton::router

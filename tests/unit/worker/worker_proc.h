@@ -1,0 +1,80 @@
+// A worker process for the multi-process tests: started on a free loopback port with the
+// bundled model, its address read from its first stdout line, and a stub to it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/internal/v1/worker.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "tests/unit/transport/ucx_test_util.h"
+
+namespace baton::testing {
+
+struct WorkerProc {
+  std::unique_ptr<ChildProcess> process;
+  std::string target;
+  std::unique_ptr<baton::internal::v1::Worker::Stub> stub;
+
+  // `argv0` is the binary, with its subcommand if any ({"baton", "worker"}).
+  WorkerProc(std::vector<std::string> argv0, const std::string& tls,
+             const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> argv = std::move(argv0);
+    const std::vector<std::string> common = {"--model",
+                                             std::string(BATON_SOURCE_DIR) + "/models/baton-tiny",
+                                             "--port",
+                                             "0",
+                                             "--threads",
+                                             "1",
+                                             "--kv-cache-memory",
+                                             "16MiB",
+                                             "--ucx-tls",
+                                             tls};
+    argv.insert(argv.end(), common.begin(), common.end());
+    argv.insert(argv.end(), extra.begin(), extra.end());
+    process = std::make_unique<ChildProcess>(argv);
+    const std::string line = process->ReadLine();
+    std::smatch m;
+    if (!std::regex_search(line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) {
+      ADD_FAILURE() << argv[0] << " did not start: '" << line << "'";
+      return;
+    }
+    target = m[1].str();
+    stub = baton::internal::v1::Worker::NewStub(
+        grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+  }
+
+  baton::internal::v1::GetStatsResponse Stats() {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+    baton::internal::v1::GetStatsResponse out;
+    (void)stub->GetStats(&ctx, {}, &out);
+    return out;
+  }
+
+  // Polls until `done(stats)` or `seconds` pass; returns the last stats.
+  baton::internal::v1::GetStatsResponse WaitFor(
+      const std::function<bool(const baton::internal::v1::GetStatsResponse&)>& done,
+      double seconds) {
+    const auto end = std::chrono::steady_clock::now() + std::chrono::duration<double>(seconds);
+    baton::internal::v1::GetStatsResponse s = Stats();
+    while (!done(s) && std::chrono::steady_clock::now() < end) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      s = Stats();
+    }
+    return s;
+  }
+};
+
+// Nothing running, queued or reserved, and no page in use.
+inline bool NoPagesHeld(const baton::internal::v1::GetStatsResponse& s) {
+  return s.pages_used() == 0 && s.kv_reservations() == 0 && s.running() == 0 && s.waiting() == 0;
+}
+
+}  // namespace baton::testing

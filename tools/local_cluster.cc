@@ -1,0 +1,173 @@
+#include "tools/local_cluster.h"
+
+#include <poll.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <regex>
+
+#include "common/strings.h"
+
+namespace baton::tools {
+namespace {
+
+// The flags a worker process gets: the same engine as `baton serve` would run itself.
+std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::string& role) {
+  std::vector<std::string> a = {"worker",
+                                "--role",
+                                role,
+                                "--model",
+                                f.model,
+                                "--host",
+                                "127.0.0.1",
+                                "--port",
+                                "0",
+                                "--threads",
+                                StrCat(f.threads),
+                                "--kv-cache-fraction",
+                                StrCat(f.kv_cache_fraction),
+                                "--block-size",
+                                StrCat(f.block_size),
+                                "--max-running",
+                                StrCat(f.max_running),
+                                "--max-waiting",
+                                StrCat(f.max_waiting),
+                                "--max-batched-tokens",
+                                StrCat(f.max_batched_tokens),
+                                "--max-prefill-chunk",
+                                StrCat(f.max_prefill_chunk),
+                                "--kv-lease-seconds",
+                                StrCat(f.kv_lease_seconds)};
+  if (!f.kv_cache_memory.empty()) a.insert(a.end(), {"--kv-cache-memory", f.kv_cache_memory});
+  if (!f.ucx_tls.empty()) a.insert(a.end(), {"--ucx-tls", f.ucx_tls});
+  if (f.no_prefix_cache) a.push_back("--no-prefix-cache");
+  if (f.no_mmap) a.push_back("--no-mmap");
+  return a;
+}
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const worker::WorkerFlags& worker,
+                                                                  int num_prefill, int num_decode,
+                                                                  absl::Duration start_timeout) {
+  if (num_prefill < 1 || num_decode < 1) {
+    return absl::InvalidArgumentError(StrCat("--prefill is ", num_prefill, " and --decode is ",
+                                             num_decode,
+                                             "; a split cluster needs at least one "
+                                             "of each"));
+  }
+  std::unique_ptr<LocalCluster> c(new LocalCluster());
+  // The workers share this host: split the cores and the KV-cache memory between them
+  // unless the user sized them.
+  worker::WorkerFlags each = worker;
+  const int n = num_prefill + num_decode;
+  if (each.threads == 0) {
+    each.threads = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / n);
+  }
+  if (each.kv_cache_memory.empty()) each.kv_cache_fraction = worker.kv_cache_fraction / n;
+  for (int i = 0; i < num_decode + num_prefill; ++i) {
+    const std::string role = i < num_decode ? "decode" : "prefill";
+    absl::StatusOr<Process> p = c->Spawn(each, role, start_timeout);
+    if (!p.ok()) return p.status();  // the destructor stops those already started
+    c->processes_.push_back(*std::move(p));
+  }
+  return c;
+}
+
+absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(const worker::WorkerFlags& flags,
+                                                          const std::string& role,
+                                                          absl::Duration start_timeout) {
+  int out[2];
+  if (pipe(out) != 0) return absl::InternalError("pipe() failed");
+  std::vector<std::string> args = WorkerArgs(flags, role);
+  std::vector<char*> argv;
+  static char self[] = "/proc/self/exe";
+  argv.push_back(self);
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  const pid_t parent = getpid();
+  const pid_t pid = fork();
+  if (pid < 0) return absl::InternalError("fork() failed");
+  if (pid == 0) {
+    prctl(PR_SET_PDEATHSIG, SIGTERM);
+    if (getppid() != parent) _exit(1);  // the parent died before prctl
+    // The parent blocks the stop signals for its own waiting; the worker waits on them too.
+    sigset_t none;
+    sigemptyset(&none);
+    sigprocmask(SIG_SETMASK, &none, nullptr);
+    dup2(out[1], STDOUT_FILENO);
+    close(out[0]);
+    close(out[1]);
+    execv("/proc/self/exe", argv.data());
+    _exit(127);
+  }
+  close(out[1]);
+  Process p{pid, role, ""};
+  // The first stdout line says where it listens; model loading may take a while.
+  std::string line;
+  const absl::Time deadline = absl::Now() + start_timeout;
+  bool done = false;
+  while (!done && absl::Now() < deadline) {
+    pollfd pfd{out[0], POLLIN, 0};
+    if (poll(&pfd, 1, 200) <= 0) continue;
+    char ch;
+    if (read(out[0], &ch, 1) != 1) break;  // it exited
+    if (ch == '\n') {
+      done = true;
+    } else {
+      line += ch;
+    }
+  }
+  close(out[0]);  // later stdout lines have nowhere to go; workers log to stderr
+  std::smatch m;
+  if (!done || !std::regex_search(line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) {
+    kill(pid, SIGKILL);
+    waitpid(pid, nullptr, 0);
+    return absl::UnavailableError(StrCat("the ", role, " worker did not start",
+                                         done ? StrCat(" (it said '", line, "')") : "",
+                                         "; its error is above"));
+  }
+  p.target = m[1].str();
+  std::fprintf(stderr, "baton serve: %s worker at %s (pid %d)\n", role.c_str(), p.target.c_str(),
+               static_cast<int>(pid));
+  return p;
+}
+
+std::string LocalCluster::Targets(const std::string& role) const {
+  std::string out;
+  for (const Process& p : processes_) {
+    if (p.role != role) continue;
+    if (!out.empty()) out += ",";
+    out += p.target;
+  }
+  return out;
+}
+
+std::string LocalCluster::prefill_targets() const { return Targets("prefill"); }
+std::string LocalCluster::decode_targets() const { return Targets("decode"); }
+
+void LocalCluster::Stop(absl::Duration grace) {
+  for (const Process& p : processes_) kill(p.pid, SIGTERM);
+  const absl::Time deadline = absl::Now() + grace;
+  for (Process& p : processes_) {
+    while (p.pid > 0) {
+      if (waitpid(p.pid, nullptr, WNOHANG) == p.pid) {
+        p.pid = -1;
+      } else if (absl::Now() >= deadline) {
+        kill(p.pid, SIGKILL);
+        waitpid(p.pid, nullptr, 0);
+        p.pid = -1;
+      } else {
+        usleep(20000);
+      }
+    }
+  }
+  processes_.clear();
+}
+
+LocalCluster::~LocalCluster() { Stop(); }
+
+}  // namespace baton::tools

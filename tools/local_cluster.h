@@ -1,0 +1,50 @@
+// The worker processes of `baton serve --prefill N --decode M`: N prefill and M decode
+// workers, each `baton worker --role ...` in its own process on loopback with a port the
+// system picks. They die with the parent (PR_SET_PDEATHSIG), and Stop() ends them with
+// SIGTERM (SIGKILL after a grace period).
+#pragma once
+
+#include <sys/types.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "worker/worker_runtime.h"
+
+namespace baton::tools {
+
+class LocalCluster {
+ public:
+  // `worker` holds the model and engine flags every worker gets; --host, --port and
+  // --role are set here. Waits up to `start_timeout` for each to announce its port.
+  static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const worker::WorkerFlags& worker,
+                                                             int num_prefill, int num_decode,
+                                                             absl::Duration start_timeout);
+  ~LocalCluster();  // Stop()
+  LocalCluster(const LocalCluster&) = delete;
+  LocalCluster& operator=(const LocalCluster&) = delete;
+
+  // Comma-separated host:port lists, as the router's flags take them.
+  std::string prefill_targets() const;
+  std::string decode_targets() const;
+
+  void Stop(absl::Duration grace = absl::Seconds(5));
+
+ private:
+  struct Process {
+    pid_t pid = -1;
+    std::string role;
+    std::string target;
+  };
+  LocalCluster() = default;
+  absl::StatusOr<Process> Spawn(const worker::WorkerFlags& flags, const std::string& role,
+                                absl::Duration start_timeout);
+  std::string Targets(const std::string& role) const;
+
+  std::vector<Process> processes_;
+};
+
+}  // namespace baton::tools
