@@ -45,6 +45,14 @@ class KvReceiver::Service final : public pb::KvTransfer::Service {
     return grpc::Status::OK;
   }
 
+  grpc::Status KeepAlive(grpc::ServerContext*, const pb::KeepAliveRequest* req,
+                         pb::KeepAliveResponse* out) override {
+    absl::StatusOr<absl::Time> deadline = r_->KeepAlive(*req);
+    if (!deadline.ok()) return ToGrpcStatus(deadline.status());
+    out->set_lease_deadline_unix_ms(absl::ToUnixMillis(*deadline));
+    return grpc::Status::OK;
+  }
+
  private:
   KvReceiver* r_;
 };
@@ -251,6 +259,33 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
   if (!leased.ok()) Drop(c->request_id);
   UpdateGauges();
   return leased;
+}
+
+absl::StatusOr<absl::Time> KvReceiver::KeepAlive(const pb::KeepAliveRequest& req) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = transfers_.find(req.request_id());
+    if (it == transfers_.end() || it->second.complete) {
+      return absl::NotFoundError(
+          "no reservation is being written under this request_id: it expired, was released or "
+          "was completed");
+    }
+  }
+  absl::Duration lease =
+      req.lease_ms() == 0 ? options_.default_lease : absl::Milliseconds(req.lease_ms());
+  lease = std::min(lease, options_.max_lease);
+  // Take and re-add: while it is out of the table the watcher cannot expire it.
+  absl::StatusOr<transport::Lease> held = leases_.Take(req.request_id());
+  if (!held.ok()) {
+    return absl::NotFoundError("the reservation's lease ended; its pages were freed");
+  }
+  const absl::Time deadline = absl::Now() + lease;
+  held->deadline = deadline;
+  if (absl::Status s = leases_.Add(*std::move(held)); !s.ok()) {
+    Drop(req.request_id());
+    return s;
+  }
+  return deadline;
 }
 
 void KvReceiver::Release(const std::string& transfer_id) {

@@ -8,6 +8,7 @@
 //               claims the transfer (Claim).
 //   Release  -> the pages freed now. Unknown ids are fine: either leg may release on any
 //               path.
+//   KeepAlive-> a later deadline for a reservation still being written (long prompts).
 // A lease that ends frees its pages (a thread watches the deadlines). Every number a peer
 // sends is bounded before use (worker/transfer_ticket_proto.h, transport/transfer_ticket.h).
 #pragma once
@@ -80,6 +81,7 @@ class KvReceiver {
       const baton::internal::v1::ReserveRequest& request);
   absl::Status Complete(const baton::internal::v1::TransferComplete& complete);
   void Release(const std::string& transfer_id);
+  absl::StatusOr<absl::Time> KeepAlive(const baton::internal::v1::KeepAliveRequest& request);
 
   engine::Engine* engine_;
   transport::UcxWorker* ucx_;

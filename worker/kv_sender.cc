@@ -68,6 +68,20 @@ absl::StatusOr<std::shared_ptr<transport::UcxEndpoint>> KvSender::EndpointFor(
   return shared;
 }
 
+absl::StatusOr<absl::Time> KvSender::KeepAlive(pb::KvTransfer::Stub* stub,
+                                               const std::string& transfer_id,
+                                               absl::Duration lease) {
+  grpc::ClientContext ctx;
+  ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
+  pb::KeepAliveRequest req;
+  req.set_request_id(transfer_id);
+  req.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
+  pb::KeepAliveResponse resp;
+  BATON_RETURN_IF_ERROR(FromGrpc(stub->KeepAlive(&ctx, req, &resp),
+                                 "the decode worker ended the reservation's lease"));
+  return absl::FromUnixMillis(resp.lease_deadline_unix_ms());
+}
+
 void KvSender::Release(pb::KvTransfer::Stub* stub, const std::string& transfer_id) {
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
@@ -169,12 +183,27 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
     return fail(stream.status(), "submit");
   }
   engine::TokenEvent e, last;
+  absl::Status lost;  // the decode worker dropped the reservation meanwhile
   bool stopped = false;
   std::vector<int32_t> ids;
+  // A long prompt may outlast the lease: renew it when a third of it is left.
+  const absl::Time granted = absl::FromUnixMillis(ticket->lease_deadline_unix_ms);
+  const absl::Duration lease = std::max(granted - absl::Now(), absl::Seconds(1));
+  absl::Time renew_at = granted - lease / 3;
   for (;;) {
     bool timed_out = false;
     if (!(*stream)->NextFor(&e, kPollMs, &timed_out)) {
       if (!timed_out) break;
+      if (!stopped && absl::Now() >= renew_at) {
+        absl::StatusOr<absl::Time> until = KeepAlive(stub, request.id, lease);
+        if (until.ok()) {
+          renew_at = *until - lease / 3;
+        } else {
+          stopped = true;  // the pages are gone: stop computing for them
+          (void)engine_->Cancel(request.id);
+          lost = until.status();
+        }
+      }
       // A caller that left, or a decode worker that died, stops the compute now.
       if (!stopped && (cancelled() || !sink->health().ok())) {
         stopped = true;
@@ -191,9 +220,9 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
       break;
     }
   }
-  if (!last.status.ok() || ids.size() != 1 || !sink->result().complete) {
+  if (!last.status.ok() || ids.size() != 1 || !sink->result().complete || !lost.ok()) {
     Release(stub, request.id);
-    absl::Status why = last.status;
+    absl::Status why = lost.ok() ? last.status : lost;
     if (why.ok()) why = absl::InternalError("the prefill ended without a first token");
     if (why.code() == absl::StatusCode::kCancelled && !sink->health().ok()) {
       why = absl::UnavailableError(

@@ -53,6 +53,9 @@ class KvSender {
   baton::internal::v1::KvTransfer::Stub* StubFor(const std::string& target);
   absl::StatusOr<std::shared_ptr<transport::UcxEndpoint>> EndpointFor(const std::string& address);
   void Release(baton::internal::v1::KvTransfer::Stub* stub, const std::string& transfer_id);
+  // Extends the reservation's lease by `lease`; its new end.
+  absl::StatusOr<absl::Time> KeepAlive(baton::internal::v1::KvTransfer::Stub* stub,
+                                       const std::string& transfer_id, absl::Duration lease);
 
   engine::Engine* engine_;
   transport::UcxWorker* ucx_;

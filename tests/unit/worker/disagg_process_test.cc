@@ -182,6 +182,23 @@ struct AsyncPrefill {
   }
 };
 
+TEST_P(DisaggProcessTest, APrefillLongerThanTheLeaseKeepsItAlive) {
+  Worker decode(BATON_DECODE_BIN, GetParam(), {"--kv-lease-seconds", "0.15"});
+  Worker prefill(BATON_PREFILL_BIN, GetParam(), kSlow);
+  ASSERT_TRUE(decode.stub && prefill.stub);
+  const pb::GenerateRequest req = SlowRequest("long");
+  const auto start = std::chrono::steady_clock::now();
+  pb::PrefillResponse pre;
+  grpc::Status s = Prefill(prefill, decode.target, req, &pre);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  EXPECT_GT(std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), 0.3)
+      << "the prompt must outlast two leases for this test to mean anything";
+  const Output got = Generate(decode, req, req.request_id());
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  EXPECT_EQ(got.ids.at(0), pre.first_token());
+  EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 5)));
+}
+
 TEST_P(DisaggProcessTest, KilledPrefillWorkerLeavesNoPagesAfterTheLease) {
   Worker decode(BATON_DECODE_BIN, GetParam(), {"--kv-lease-seconds", "1"});
   Worker prefill(BATON_PREFILL_BIN, GetParam(), kSlow);
