@@ -1,8 +1,8 @@
 // Where a split request's time to first token goes (issue 6, "TTFT breakdown"): a real
 // `baton-prefill` and `baton-decode` on loopback, a prompt of --prompt-tokens, and per
-// round the phases the prefill worker measures (queue, compute, transfer, exposed
-// transfer after the last layer) plus the decode side's first step (Generate call to its
-// second token: the claim, the first token's event and one decode step).
+// round the phases the prefill worker measures (queue, compute, transfer, and the exposed
+// transfer: the flushes that end each step, which hold up the compute) plus the decode side's first
+// step (Generate call to its second token: the claim, the first token's event and one decode step).
 //
 // The figure the issue sets a goal for is exposed transfer / prefill compute (goal: at most
 // 10%). Both come from the same process and the same request, so the ratio holds on a
@@ -158,7 +158,8 @@ int Run(const Flags& f) {
   std::printf("| prefill compute | %.4f |\n", Median(compute));
   std::printf("| transfer (first put to last landed, overlaps compute) | %.4f |\n",
               Median(transfer));
-  std::printf("| exposed transfer after the last layer | %.4f |\n", Median(exposed));
+  std::printf("| exposed transfer (the flushes ending each step, summed) | %.4f |\n",
+              Median(exposed));
   std::printf("| complete (receiver verifies the checksum) | %.4f |\n", Median(complete));
   std::printf("| first decode step (claim to second token) | %.4f |\n", Median(first_step));
   const double r = Median(ratio);

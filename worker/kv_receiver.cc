@@ -15,8 +15,6 @@ namespace {
 
 namespace pb = ::baton::internal::v1;
 
-constexpr int kMaxTopLogprobs = 20;
-
 }  // namespace
 
 class KvReceiver::Service final : public pb::KvTransfer::Service {
@@ -118,22 +116,7 @@ void KvReceiver::Drop(const std::string& transfer_id) {
 }
 
 absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest& req) {
-  const transport::TicketLimits limits;
-  if (req.request_id().empty() || req.request_id().size() > limits.max_request_id_bytes) {
-    return absl::InvalidArgumentError(StrCat("request_id is ", req.request_id().size(),
-                                             " bytes; it must be 1 to ",
-                                             limits.max_request_id_bytes));
-  }
-  if (req.prompt_ids_size() > limits.max_prompt_tokens) {
-    return absl::InvalidArgumentError(StrCat("prompt_ids has ", req.prompt_ids_size(),
-                                             " ids; the limit is ", limits.max_prompt_tokens));
-  }
-  if (req.cache_salt().size() > 1024) {
-    return absl::InvalidArgumentError(
-        StrCat("cache_salt is ", req.cache_salt().size(), " bytes; the limit is 1024"));
-  }
-  BATON_ASSIGN_OR_RETURN(transport::PageLayout sender, FromProto(req.sender_layout()));
-  BATON_RETURN_IF_ERROR(transport::CheckSenderLayout(sender, layout_));
+  BATON_RETURN_IF_ERROR(CheckReserveRequest(req, layout_, transport::TicketLimits()));
   absl::Duration lease =
       req.lease_ms() == 0 ? options_.default_lease : absl::Milliseconds(req.lease_ms());
   lease = std::min(lease, options_.max_lease);
@@ -181,32 +164,8 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
   absl::StatusOr<transport::TransferComplete> c = FromProto(req, limits);
   if (!c.ok()) return failed(c.status(), "complete");
   const int32_t vocab = static_cast<int32_t>(engine_->model().model->config().vocab_size);
-  engine::SampledToken first;
-  first.id = c->first_token;
-  if (req.has_first_token_logprob()) {
-    const pb::TokenLogprob& lp = req.first_token_logprob();
-    if (lp.token_id() != c->first_token) {
-      return failed(
-          absl::InvalidArgumentError(StrCat("first_token_logprob.token_id is ", lp.token_id(),
-                                            "; first_token is ", c->first_token)),
-          "complete");
-    }
-    if (lp.top_size() > kMaxTopLogprobs) {
-      return failed(absl::InvalidArgumentError(StrCat("first_token_logprob.top has ", lp.top_size(),
-                                                      " entries; the limit is ", kMaxTopLogprobs)),
-                    "complete");
-    }
-    first.logprob = lp.logprob();
-    for (const pb::TopLogprob& top : lp.top()) {
-      if (top.token_id() < 0 || top.token_id() >= vocab) {
-        return failed(
-            absl::InvalidArgumentError(StrCat("first_token_logprob.top token ", top.token_id(),
-                                              " is outside [0, ", vocab, ")")),
-            "complete");
-      }
-      first.top_logprobs.emplace_back(top.token_id(), top.logprob());
-    }
-  }
+  absl::StatusOr<engine::SampledToken> first = FirstTokenFromProto(req, vocab);
+  if (!first.ok()) return failed(first.status(), "complete");
   transport::TransferTicket ticket;
   {
     std::lock_guard<std::mutex> lock(mu_);
@@ -240,7 +199,7 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
                                          ": the transfer lost or misplaced data"));
     }
     if (valid.ok()) {
-      valid = engine_->CompleteKv(c->request_id, std::move(first), req.cached_tokens());
+      valid = engine_->CompleteKv(c->request_id, *std::move(first), req.cached_tokens());
       if (valid.ok() && metrics_ != nullptr) metrics_->ObserveReceived(sum.bytes);
     }
   }

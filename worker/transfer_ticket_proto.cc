@@ -156,4 +156,55 @@ absl::StatusOr<transport::TransferComplete> FromProto(const pb::TransferComplete
   return out;
 }
 
+absl::StatusOr<engine::SampledToken> FirstTokenFromProto(const pb::TransferComplete& in,
+                                                         int32_t vocab_size) {
+  engine::SampledToken out;
+  out.id = in.first_token();
+  if (out.id < 0 || out.id >= vocab_size) {
+    return absl::InvalidArgumentError(StrCat("TransferComplete.first_token is ", out.id,
+                                             "; it must be in [0, ", vocab_size, ")"));
+  }
+  if (!in.has_first_token_logprob()) return out;
+  const pb::TokenLogprob& lp = in.first_token_logprob();
+  if (lp.token_id() != out.id) {
+    return absl::InvalidArgumentError(StrCat("TransferComplete.first_token_logprob.token_id is ",
+                                             lp.token_id(), "; first_token is ", out.id));
+  }
+  if (lp.top_size() > kMaxFirstTokenTopLogprobs) {
+    return absl::InvalidArgumentError(StrCat("TransferComplete.first_token_logprob.top has ",
+                                             lp.top_size(), " entries; the limit is ",
+                                             kMaxFirstTokenTopLogprobs));
+  }
+  out.logprob = lp.logprob();
+  for (const pb::TopLogprob& top : lp.top()) {
+    if (top.token_id() < 0 || top.token_id() >= vocab_size) {
+      return absl::InvalidArgumentError(StrCat("TransferComplete.first_token_logprob.top token ",
+                                               top.token_id(), " is outside [0, ", vocab_size,
+                                               ")"));
+    }
+    out.top_logprobs.emplace_back(top.token_id(), top.logprob());
+  }
+  return out;
+}
+
+absl::Status CheckReserveRequest(const pb::ReserveRequest& req, const transport::PageLayout& local,
+                                 const transport::TicketLimits& limits) {
+  if (req.request_id().empty() || req.request_id().size() > limits.max_request_id_bytes) {
+    return absl::InvalidArgumentError(StrCat("ReserveRequest.request_id is ",
+                                             req.request_id().size(), " bytes; it must be 1 to ",
+                                             limits.max_request_id_bytes));
+  }
+  if (req.prompt_ids_size() > limits.max_prompt_tokens) {
+    return absl::InvalidArgumentError(StrCat("ReserveRequest.prompt_ids has ",
+                                             req.prompt_ids_size(), " ids; the limit is ",
+                                             limits.max_prompt_tokens));
+  }
+  if (req.cache_salt().size() > 1024) {
+    return absl::InvalidArgumentError(StrCat("ReserveRequest.cache_salt is ",
+                                             req.cache_salt().size(), " bytes; the limit is 1024"));
+  }
+  BATON_ASSIGN_OR_RETURN(transport::PageLayout sender, FromProto(req.sender_layout()));
+  return transport::CheckSenderLayout(sender, local);
+}
+
 }  // namespace baton::worker

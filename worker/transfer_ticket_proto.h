@@ -18,6 +18,7 @@
 
 #include "absl/status/statusor.h"
 #include "baton/internal/v1/kv_transfer.pb.h"
+#include "engine/sampler.h"
 #include "transport/transfer_ticket.h"
 
 namespace baton::worker {
@@ -42,5 +43,23 @@ absl::StatusOr<transport::TransferTicket> FromProto(
     const baton::internal::v1::TransferTicket& ticket, const transport::TicketLimits& limits);
 absl::StatusOr<transport::TransferComplete> FromProto(
     const baton::internal::v1::TransferComplete& complete, const transport::TicketLimits& limits);
+
+// The most top alternatives a completion's first_token_logprob may carry.
+inline constexpr int kMaxFirstTokenTopLogprobs = 20;
+
+// The first token of a completion as the receiver's engine takes it: the id, and when
+// first_token_logprob is set, its logprob and alternatives. InvalidArgument naming the
+// field when the logprob's id is not first_token, it has more than
+// kMaxFirstTokenTopLogprobs alternatives, or an id lies outside [0, vocab_size).
+absl::StatusOr<engine::SampledToken> FirstTokenFromProto(
+    const baton::internal::v1::TransferComplete& complete, int32_t vocab_size);
+
+// The receiver's checks of a ReserveRequest before it reserves anything: request_id 1 to
+// limits.max_request_id_bytes bytes, at most limits.max_prompt_tokens prompt ids, a
+// cache_salt of at most 1024 bytes, and a sender layout that is well formed and equal to
+// `local` (transport::CheckSenderLayout). The prompt's ids are the engine's to check.
+absl::Status CheckReserveRequest(const baton::internal::v1::ReserveRequest& request,
+                                 const transport::PageLayout& local,
+                                 const transport::TicketLimits& limits);
 
 }  // namespace baton::worker

@@ -55,8 +55,10 @@ absl::Status UcxKvSink::Drain(std::span<const int32_t> block_table, bool done) {
   if (started_) {
     result_.transfer_seconds = std::chrono::duration<double>(flushed - first_put_).count();
   }
+  // Every drain holds up the engine: together they are what the transfer adds to the
+  // prefill, the part that did not overlap with compute.
+  result_.exposed_seconds += std::chrono::duration<double>(flushed - entered).count();
   if (done) {
-    result_.exposed_seconds = std::chrono::duration<double>(flushed - entered).count();
     result_.complete = true;
     const int64_t blocks =
         (prompt_len_ + layout_.block_size - 1) / layout_.block_size - first_block_;

@@ -28,7 +28,7 @@ struct KvPushResult {
   transport::KvChecksum checksum;  // over the whole of what the receiver must hold
   int64_t puts = 0;
   double transfer_seconds = 0;  // first put posted to the last flush done
-  double exposed_seconds = 0;   // the last Drain: puts still in flight after the compute
+  double exposed_seconds = 0;   // waiting in Drain, summed over the steps: not overlapped
   bool complete = false;        // Drain saw the prompt complete
 };
 

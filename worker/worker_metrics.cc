@@ -27,7 +27,7 @@ WorkerMetrics::WorkerMetrics()
                    .Register(*registry_)),
       exposed_(prometheus::BuildHistogram()
                    .Name("baton_kv_transfer_exposed_seconds")
-                   .Help("Sender: wait for puts after the prompt's last layer computed")
+                   .Help("Sender: waiting for puts at the ends of the prompt's steps, summed")
                    .Register(*registry_)
                    .Add({}, service::LatencyBuckets())),
       failed_(prometheus::BuildCounter()

@@ -1,10 +1,11 @@
 // Fuzzes both ends of the KV transfer contract with bytes a peer sent. The first byte
-// picks the message: even, the rest is a serialized baton.internal.v1.TransferTicket (the
-// sender's side: FromProto, then ValidateTicket against a fixed local layout); odd, a
-// TransferComplete (the receiver's side: FromProto, then ValidateComplete against a fixed
-// valid ticket). Besides "no crash", whatever FromProto accepts must respect the limits
-// and survive ToProto -> FromProto unchanged, and a ticket ValidateTicket accepts must
-// describe pages inside the pool.
+// picks the message: below 0x80 and even, the rest is a serialized
+// baton.internal.v1.TransferTicket (the sender's side: FromProto, then ValidateTicket
+// against a fixed local layout); below 0x80 and odd, a TransferComplete (the receiver's
+// side: FromProto, FirstTokenFromProto, then ValidateComplete against a fixed valid
+// ticket); 0x80 and above, a ReserveRequest (the receiver's CheckReserveRequest). Besides "no
+// crash", whatever FromProto accepts must respect the limits and survive ToProto -> FromProto
+// unchanged, and a ticket ValidateTicket accepts must describe pages inside the pool.
 //
 // The seeds in corpus/transfer_ticket (.bin) are the selector byte followed by a message that a
 // throwaway program built with worker::ToProto from the structs below (LocalLayout,
@@ -15,6 +16,9 @@
 //   ticket_bad_page     the same with page_ids[3] = 64, one past the pool
 //   complete_valid      req-1, first_token 42, 2 blocks, 8192 bytes
 //   complete_bad_count  the same with blocks_written 1
+//   complete_logprob    complete_valid with first_token_logprob (2 alternatives), 16 cached
+//   reserve_valid       selector 0x80: req-1, 4 prompt ids, LocalLayout, lease 5 s
+//   reserve_other_layout  the same with num_kv_heads 8 (page_bytes follows)
 // To make another by hand: { printf '\x00'; protoc -Iproto
 //   --encode=baton.internal.v1.TransferTicket proto/baton/internal/v1/kv_transfer.proto
 //   < ticket.txtpb; } > corpus/transfer_ticket/NAME.bin
@@ -147,6 +151,16 @@ void ExerciseComplete(const uint8_t* data, size_t size) {
     return;
   }
   Require(complete->request_id.size() <= limits.max_request_id_bytes);
+  absl::StatusOr<baton::engine::SampledToken> first =
+      baton::worker::FirstTokenFromProto(wire, kVocab);
+  if (first.ok()) {
+    Require(first->id >= 0 && first->id < kVocab);
+    Require(first->top_logprobs.size() <=
+            static_cast<size_t>(baton::worker::kMaxFirstTokenTopLogprobs));
+    for (const auto& [id, logprob] : first->top_logprobs) Require(id >= 0 && id < kVocab);
+  } else {
+    Require(first.status().code() == absl::StatusCode::kInvalidArgument);
+  }
   const TransferTicket ticket = IssuedTicket();
   const absl::Status valid = baton::transport::ValidateComplete(*complete, ticket, kVocab);
   if (!valid.ok()) {
@@ -160,11 +174,31 @@ void ExerciseComplete(const uint8_t* data, size_t size) {
   Require(complete->first_token >= 0 && complete->first_token < kVocab);
 }
 
+void ExerciseReserve(const uint8_t* data, size_t size) {
+  pb::ReserveRequest wire;
+  if (!wire.ParseFromArray(data, static_cast<int>(size))) return;
+  const TicketLimits limits = Limits();
+  const absl::Status valid = baton::worker::CheckReserveRequest(wire, LocalLayout(), limits);
+  if (!valid.ok()) {
+    Require(valid.code() == absl::StatusCode::kInvalidArgument ||
+            valid.code() == absl::StatusCode::kFailedPrecondition);
+    Require(!valid.message().empty());
+    return;
+  }
+  // What the receiver relies on before it hashes the prompt and reserves pages.
+  Require(!wire.request_id().empty() && wire.request_id().size() <= limits.max_request_id_bytes);
+  Require(wire.prompt_ids_size() <= limits.max_prompt_tokens);
+  absl::StatusOr<PageLayout> sender = baton::worker::FromProto(wire.sender_layout());
+  Require(sender.ok() && *sender == LocalLayout());
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   if (size == 0 || size > (size_t{1} << 30)) return 0;  // ParseFromArray takes an int
-  if (data[0] % 2 == 0) {
+  if (data[0] >= 0x80) {
+    ExerciseReserve(data + 1, size - 1);
+  } else if (data[0] % 2 == 0) {
     ExerciseTicket(data + 1, size - 1);
   } else {
     ExerciseComplete(data + 1, size - 1);

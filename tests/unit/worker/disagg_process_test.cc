@@ -88,8 +88,8 @@ Output Generate(Worker& w, pb::GenerateRequest req, const std::string& transfer_
 class DisaggProcessTest : public ::testing::TestWithParam<const char*> {};
 
 TEST_P(DisaggProcessTest, OutputsMatchTheSingleSequencePath) {
-  Worker decode(BATON_DECODE_BIN, GetParam());
-  Worker prefill(BATON_PREFILL_BIN, GetParam());
+  Worker decode(BATON_DECODE_BIN, GetParam(), {"--metrics-port", "0"});
+  Worker prefill(BATON_PREFILL_BIN, GetParam(), {"--metrics-port", "0"});
   ASSERT_TRUE(decode.stub && prefill.stub);
   auto loaded = engine::LoadModel(kModel);
   ASSERT_TRUE(loaded.ok());
@@ -127,6 +127,23 @@ TEST_P(DisaggProcessTest, OutputsMatchTheSingleSequencePath) {
   EXPECT_GT(decode.Stats().kv_transfers_admitted(), 0);
   EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 5)));
   EXPECT_TRUE(NoPagesHeld(prefill.WaitFor(NoPagesHeld, 5)));
+
+  // Both sides counted every transfer (docs/disaggregation.md, "Metrics").
+  const double transfers = static_cast<double>(std::size(cases));
+  const std::string sent = baton::testing::ScrapeMetrics(prefill.metrics_port);
+  const std::string received = baton::testing::ScrapeMetrics(decode.metrics_port);
+  EXPECT_EQ(baton::testing::MetricValue(sent, R"(baton_kv_transfer_bytes_count{side="sender"})"),
+            transfers)
+      << sent;
+  EXPECT_EQ(
+      baton::testing::MetricValue(received, R"(baton_kv_transfer_bytes_count{side="receiver"})"),
+      transfers)
+      << received;
+  EXPECT_EQ(baton::testing::MetricValue(sent, "baton_kv_transfer_seconds_count"), transfers);
+  EXPECT_EQ(baton::testing::MetricValue(received, "baton_kv_leases_held"), 0);
+  EXPECT_EQ(baton::testing::MetricValue(received, "baton_kv_pages_reserved"), 0);
+  EXPECT_EQ(baton::testing::MetricValue(received, R"(baton_engine_state{quantity="pages_used"})"),
+            0);
 }
 
 TEST_P(DisaggProcessTest, RefusalsAreCleanErrors) {

@@ -2,6 +2,11 @@
 // bundled model, its address read from its first stdout line, and a stub to it.
 #pragma once
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
@@ -20,6 +25,7 @@ namespace baton::testing {
 struct WorkerProc {
   std::unique_ptr<ChildProcess> process;
   std::string target;
+  int metrics_port = -1;  // with --metrics-port
   std::unique_ptr<baton::internal::v1::Worker::Stub> stub;
 
   // `argv0` is the binary, with its subcommand if any ({"baton", "worker"}).
@@ -46,6 +52,9 @@ struct WorkerProc {
       return;
     }
     target = m[1].str();
+    if (std::regex_search(line, m, std::regex(R"(metrics :(\d+))"))) {
+      metrics_port = std::stoi(m[1].str());
+    }
     stub = baton::internal::v1::Worker::NewStub(
         grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
   }
@@ -71,6 +80,35 @@ struct WorkerProc {
     return s;
   }
 };
+
+// GET /metrics from a worker's --metrics-port: the body, or "" when it did not answer.
+inline std::string ScrapeMetrics(int port) {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_port = htons(static_cast<uint16_t>(port));
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+  std::string response;
+  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
+      write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
+    char buf[4096];
+    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, n);
+  }
+  close(fd);
+  const size_t body = response.find("\r\n\r\n");
+  return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// The value of the sample line that starts with `series` (name and labels), or -1.
+inline double MetricValue(const std::string& text, const std::string& series) {
+  size_t at = 0;
+  while ((at = text.find(series + " ", at)) != std::string::npos) {
+    if (at == 0 || text[at - 1] == '\n') return std::stod(text.substr(at + series.size() + 1));
+    ++at;
+  }
+  return -1;
+}
 
 // Nothing running, queued or reserved, and no page in use.
 inline bool NoPagesHeld(const baton::internal::v1::GetStatsResponse& s) {

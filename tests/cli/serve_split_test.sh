@@ -1,0 +1,57 @@
+#!/usr/bin/env bash
+# `baton serve --prefill 1 --decode 1` as a user runs it: it starts a prefill and a decode
+# worker as child processes and the router in front, answers a completion through the split
+# path (the same text as plain `baton serve`), and Ctrl-C stops every process it started.
+# usage: serve_split_test.sh BATON_BIN SOURCE_DIR
+set -euo pipefail
+baton=$1
+src=$2
+command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
+out=$(mktemp -d)
+trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
+
+start() {  # name, extra flags...; the port goes to $out/NAME.port
+  local name=$1
+  shift
+  "$baton" serve --model "$src/models/baton-tiny" --port 0 --grpc-port -1 --threads 1 \
+    --kv-cache-memory 16MiB --ucx-tls tcp "$@" >"$out/$name.out" 2>"$out/$name.err" &
+  echo $! >"$out/$name.pid"
+  for _ in $(seq 1 300); do
+    grep -q "serving" "$out/$name.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  sed -n 's/.*http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$name.out" | head -1 >"$out/$name.port"
+}
+
+complete() {  # port
+  curl -sf "http://127.0.0.1:$1/v1/completions" -H 'content-type: application/json' \
+    -d '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0.7, "seed": 11}' |
+    python3 -c 'import json,sys; c=json.load(sys.stdin)["choices"][0]; print(c["text"]); print(c["finish_reason"])'
+}
+
+start plain
+start split --prefill 1 --decode 1
+plain_port=$(cat "$out/plain.port")
+split_port=$(cat "$out/split.port")
+[ -n "$plain_port" ] && [ -n "$split_port" ] || { cat "$out"/*.err; echo "FAIL: no port"; exit 1; }
+grep -q "prefill workers 127.0.0.1:" "$out/split.out" || { echo "FAIL: $(cat "$out/split.out")"; exit 1; }
+
+want=$(complete "$plain_port")
+got=$(complete "$split_port")
+[ -n "$want" ] || { echo "FAIL: plain serve gave no text"; exit 1; }
+if [ "$got" != "$want" ]; then
+  echo "FAIL: the split answer differs"; echo "plain: $want"; echo "split: $got"; exit 1
+fi
+
+pid=$(cat "$out/split.pid")
+children=$(ps -o pid= --ppid "$pid" | tr -d ' ')
+[ "$(echo "$children" | wc -w)" -eq 2 ] || { echo "FAIL: expected 2 worker processes, got: $children"; exit 1; }
+kill -INT "$pid"
+status=0
+wait "$pid" || status=$?
+[ "$status" -eq 0 ] || { echo "FAIL: baton serve exited with $status"; cat "$out/split.err"; exit 1; }
+for c in $children; do
+  if kill -0 "$c" 2>/dev/null; then echo "FAIL: worker $c outlived baton serve"; exit 1; fi
+done
+kill -INT "$(cat "$out/plain.pid")"
+echo "PASS: split answer equals colocated; Ctrl-C stopped the router and both workers"
