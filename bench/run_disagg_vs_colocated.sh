@@ -13,7 +13,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build=${1:-build/release}
-model=${2:-build/bench-models/smollm2-135m}
+# GGUF: its synthetic vocabulary is padded to the model's, so every sampled id detokenizes.
+model=${2:-build/bench-models/smollm2-135m-gguf/model.gguf}
 seconds=${3:-60}
 ucx_tls=${UCX_TLS_BENCH:-tcp}
 short_rate=${SHORT_RATE:-2}      # short prompts per second
@@ -21,9 +22,10 @@ long_rate=${LONG_RATE:-0.25}     # long prompts per second
 long_len=${LONG_LEN:-1536}
 slo=${SLO:-"ttft:5000 tpot:150"}
 cmake --build "$build" --target baton baton-prefill baton-decode >/dev/null
-if [ ! -f "$model/config.json" ] && [ ! -f "$model" ]; then
-  echo "writing the synthetic smollm2-135m model (bf16) to $model"
-  "$build/bin/baton" synth-model --shape smollm2-135m --dtype bf16 --seed 1 --format hf --out "$model"
+if [ ! -e "$model" ]; then
+  echo "writing the synthetic smollm2-135m model (bf16 GGUF) to $(dirname "$model")"
+  "$build/bin/baton" synth-model --shape smollm2-135m --dtype bf16 --seed 1 --format gguf \
+    --out "$(dirname "$model")"
 fi
 out=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT

@@ -115,8 +115,10 @@ void UcxWorker::Progress() {
     // Arm, then sleep until UCX has work, Signal() or kSleepMs; BUSY means events came.
     if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
     pollfd p{event_fd_, POLLIN, 0};
-    ::poll(&p, 1, kSleepMs);
-    last_work = std::chrono::steady_clock::now();  // spin a little after every wake-up
+    // Spin a little after a wake-up with an event, but not after a timeout: an idle
+    // worker then costs one progress call per kSleepMs, not kSpin of every kSleepMs + kSpin
+    // (a quarter of a core).
+    if (::poll(&p, 1, kSleepMs) > 0) last_work = std::chrono::steady_clock::now();
   }
 }
 
