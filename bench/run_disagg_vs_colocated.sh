@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Split prefill/decode against colocated under a mixed load (issue 6; DistServe's setting):
-# a steady stream of short prompts with long answers (the ongoing decodes) while long
-# prompts arrive. Both configurations serve the same model on this host with the same
+# a steady stream of short prompts with longer answers (the ongoing decodes) while long
+# prompts arrive. The default rates fit this 2-vCPU machine; a faster one wants more. Both configurations serve the same model on this host with the same
 # cores and the same load (`baton bench serve`, two generators at once, fixed seeds):
 #   colocated: `baton serve` (one worker, all cores);
 #   split:     `baton serve --prefill 1 --decode 1` (each worker half the cores).
@@ -17,10 +17,11 @@ build=${1:-build/release}
 model=${2:-build/bench-models/smollm2-135m-gguf/model.gguf}
 seconds=${3:-60}
 ucx_tls=${UCX_TLS_BENCH:-tcp}
-short_rate=${SHORT_RATE:-2}      # short prompts per second
-long_rate=${LONG_RATE:-0.25}     # long prompts per second
+short_rate=${SHORT_RATE:-0.3}    # short prompts per second
+short_out=${SHORT_OUT:-64}       # their output tokens
+long_rate=${LONG_RATE:-0.05}     # long prompts per second
 long_len=${LONG_LEN:-1536}
-slo=${SLO:-"ttft:5000 tpot:150"}
+slo=${SLO:-"ttft:10000 tpot:100"}
 cmake --build "$build" --target baton baton-prefill baton-decode >/dev/null
 if [ ! -e "$model" ]; then
   echo "writing the synthetic smollm2-135m model (bf16 GGUF) to $(dirname "$model")"
@@ -47,7 +48,7 @@ run() {  # name, serve flags...
                 --percentiles 50,99 --goodput $slo --quiet --temperature 0)
   # The ongoing decodes and the long prompts, at once.
   "$build/bin/baton" bench serve "${common[@]}" --seed 1 --random-input-len 32 \
-    --random-output-len 128 --request-rate "$short_rate" \
+    --random-output-len "$short_out" --request-rate "$short_rate" \
     --num-prompts "$(python3 -c "print(max(1, int($short_rate * $seconds)))")" \
     --result-file "$out/$name.short.json" >/dev/null &
   local short=$!
@@ -60,7 +61,7 @@ run() {  # name, serve flags...
   wait "$pid" || true
 }
 
-echo "model $model, ${seconds}s of load: short (32 in, 128 out) at ${short_rate}/s and long" \
+echo "model $model, ${seconds}s of load: short (32 in, $short_out out) at ${short_rate}/s and long" \
   "(${long_len} in, 8 out) at ${long_rate}/s; SLO $slo; UCX $ucx_tls" >&2
 run colocated
 run split --prefill 1 --decode 1

@@ -601,14 +601,15 @@ void Engine::AdmitTransferred(std::unique_ptr<Live> live) {
   Reserved& r = *it->second;
   Sequence& seq = *live->seq;
   if (r.prompt != seq.tokens) {
+    absl::Status refused = absl::InvalidArgumentError(
+        StrCat("the prompt (", seq.tokens.size(), " tokens) is not the one KV transfer '",
+               live->kv_transfer_id, "' carried (", r.prompt.size(), " tokens)"));
     // The claim took over the reservation's lease, so nothing else would free it.
     for (auto p = r.pages.rbegin(); p != r.pages.rend(); ++p) blocks_->Release(*p);
     blocks_->Flush();
     reserved_pages_ -= static_cast<int64_t>(r.pages.size()) - r.cached_blocks;
     reserved_.erase(it);
-    return fail(absl::InvalidArgumentError(
-        StrCat("the prompt (", seq.tokens.size(), " tokens) is not the one KV transfer '",
-               live->kv_transfer_id, "' carried (", r.prompt.size(), " tokens)")));
+    return fail(std::move(refused));
   }
   // The pages become the sequence's: from here the scheduler releases them.
   seq.block_table = std::move(r.pages);
