@@ -365,11 +365,7 @@ absl::Status Engine::ReleaseKv(const std::string& transfer_id) {
     if (it == reserved_.end()) {
       return absl::NotFoundError(StrCat("no KV reservation has transfer id '", transfer_id, "'"));
     }
-    const Reserved& r = *it->second;
-    for (auto p = r.pages.rbegin(); p != r.pages.rend(); ++p) blocks_->Release(*p);
-    blocks_->Flush();
-    reserved_pages_ -= static_cast<int64_t>(r.pages.size()) - r.cached_blocks;
-    reserved_.erase(it);
+    DropReservation(it);
     std::lock_guard<std::mutex> lock(mu_);
     PublishStatsLocked();
     return absl::OkStatus();
@@ -583,6 +579,19 @@ void Engine::Step() {
   }
 }
 
+void Engine::ReleasePages(std::span<const int32_t> pages) {
+  // Last to first, so that the ends of cached prefixes are evicted before their starts.
+  for (auto p = pages.rbegin(); p != pages.rend(); ++p) blocks_->Release(*p);
+  blocks_->Flush();
+}
+
+void Engine::DropReservation(ReservedMap::iterator it) {
+  const Reserved& r = *it->second;
+  ReleasePages(r.pages);
+  reserved_pages_ -= static_cast<int64_t>(r.pages.size()) - r.cached_blocks;
+  reserved_.erase(it);
+}
+
 void Engine::AdmitTransferred(std::unique_ptr<Live> live) {
   const uint64_t id = live->seq_id;
   auto fail = [&](absl::Status status) {
@@ -605,10 +614,7 @@ void Engine::AdmitTransferred(std::unique_ptr<Live> live) {
         StrCat("the prompt (", seq.tokens.size(), " tokens) is not the one KV transfer '",
                live->kv_transfer_id, "' carried (", r.prompt.size(), " tokens)"));
     // The claim took over the reservation's lease, so nothing else would free it.
-    for (auto p = r.pages.rbegin(); p != r.pages.rend(); ++p) blocks_->Release(*p);
-    blocks_->Flush();
-    reserved_pages_ -= static_cast<int64_t>(r.pages.size()) - r.cached_blocks;
-    reserved_.erase(it);
+    DropReservation(it);
     return fail(std::move(refused));
   }
   // The pages become the sequence's: from here the scheduler releases them.
@@ -623,8 +629,7 @@ void Engine::AdmitTransferred(std::unique_ptr<Live> live) {
   std::vector<int32_t> pages = seq.block_table;
   absl::Status added = scheduler_->Add(std::move(live->seq));
   if (!added.ok()) {
-    for (auto p = pages.rbegin(); p != pages.rend(); ++p) blocks_->Release(*p);
-    blocks_->Flush();
+    ReleasePages(pages);
     return fail(added);
   }
   ++counters_.kv_transfers_admitted;

@@ -216,6 +216,9 @@ class Engine {
   // Runs `task` on the engine thread before its next step and waits for it.
   absl::Status RunOnEngineThread(std::function<absl::Status()> task);
   absl::Status CheckPrompt(std::span<const int32_t> prompt_ids) const;
+  void ReleasePages(std::span<const int32_t> pages);  // engine thread
+  // Frees a reservation's pages and forgets it: engine thread.
+  void DropReservation(absl::flat_hash_map<std::string, std::unique_ptr<Reserved>>::iterator it);
   // Starts a request whose prompt arrived by KV transfer: engine thread, in DrainInbox.
   void AdmitTransferred(std::unique_ptr<Live> live);
   // The engine-thread side of a sampled token: stop checks, text, and the event; ends the
@@ -256,7 +259,8 @@ class Engine {
 
   // Engine-thread state.
   absl::flat_hash_map<uint64_t, std::unique_ptr<Live>> live_;
-  absl::flat_hash_map<std::string, std::unique_ptr<Reserved>> reserved_;  // transfer id ->
+  using ReservedMap = absl::flat_hash_map<std::string, std::unique_ptr<Reserved>>;
+  ReservedMap reserved_;  // by transfer id
   int64_t reserved_pages_ = 0;
   EngineStats counters_;
   ForwardOutput out_;
