@@ -7,7 +7,8 @@
 
 namespace baton::engine {
 
-BlockManager::BlockManager(int64_t num_blocks, bool enable_prefix_cache, KvEventPublisher* events)
+BlockManager::BlockManager(int64_t num_blocks, bool enable_prefix_cache,
+                           kvcache::KvEventPublisher* events)
     : enabled_(enable_prefix_cache),
       events_(events),
       ref_(num_blocks, 0),
@@ -22,17 +23,17 @@ BlockManager::BlockManager(int64_t num_blocks, bool enable_prefix_cache, KvEvent
   num_free_ = num_blocks;
 }
 
-int64_t BlockManager::CountCachedPrefix(std::span<const BlockHash> hashes) const {
+int64_t BlockManager::CountCachedPrefix(std::span<const kvcache::BlockHash> hashes) const {
   if (!enabled_) return 0;
   int64_t n = 0;
-  for (const BlockHash& h : hashes) {
+  for (const kvcache::BlockHash& h : hashes) {
     if (!by_hash_.contains(h)) break;
     ++n;
   }
   return n;
 }
 
-int64_t BlockManager::CountIdle(std::span<const BlockHash> hashes, int64_t n) const {
+int64_t BlockManager::CountIdle(std::span<const kvcache::BlockHash> hashes, int64_t n) const {
   int64_t idle = 0;
   for (int64_t i = 0; i < n; ++i) {
     auto it = by_hash_.find(hashes[i]);
@@ -42,7 +43,8 @@ int64_t BlockManager::CountIdle(std::span<const BlockHash> hashes, int64_t n) co
   return idle;
 }
 
-std::vector<int32_t> BlockManager::AcquireCached(std::span<const BlockHash> hashes, int64_t n) {
+std::vector<int32_t> BlockManager::AcquireCached(std::span<const kvcache::BlockHash> hashes,
+                                                 int64_t n) {
   std::vector<int32_t> blocks;
   blocks.reserve(n);
   for (int64_t i = 0; i < n; ++i) {
@@ -90,21 +92,21 @@ void BlockManager::Release(int32_t block) {
   }
 }
 
-bool BlockManager::Store(int32_t block, const BlockHash& hash, const BlockHash& parent,
-                         std::span<const int32_t> tokens) {
+bool BlockManager::Store(int32_t block, const kvcache::BlockHash& hash,
+                         const kvcache::BlockHash& parent, std::span<const int32_t> tokens) {
   BATON_CHECK(ref_[block] > 0);
   if (!enabled_ || cached_[block] || by_hash_.contains(hash)) return false;
   cached_[block] = true;
   hash_of_[block] = hash;
   by_hash_.emplace(hash, block);
   // A block that continues the chain of the previous Stored event joins it.
-  if (!pending_.empty() && pending_.back().type == KvEvent::Type::kBlockStored &&
+  if (!pending_.empty() && pending_.back().type == kvcache::KvEvent::Type::kBlockStored &&
       pending_.back().block_hashes.back() == parent) {
     pending_.back().block_hashes.push_back(hash);
     pending_.back().token_ids.insert(pending_.back().token_ids.end(), tokens.begin(), tokens.end());
   } else {
-    KvEvent e;
-    e.type = KvEvent::Type::kBlockStored;
+    kvcache::KvEvent e;
+    e.type = kvcache::KvEvent::Type::kBlockStored;
     e.block_hashes.push_back(hash);
     e.parent_hash = parent;
     e.token_ids.assign(tokens.begin(), tokens.end());
@@ -117,8 +119,8 @@ void BlockManager::Uncache(int32_t block) {
   BATON_CHECK(cached_[block]);
   cached_[block] = false;
   by_hash_.erase(hash_of_[block]);
-  if (pending_.empty() || pending_.back().type != KvEvent::Type::kBlockRemoved) {
-    pending_.emplace_back().type = KvEvent::Type::kBlockRemoved;
+  if (pending_.empty() || pending_.back().type != kvcache::KvEvent::Type::kBlockRemoved) {
+    pending_.emplace_back().type = kvcache::KvEvent::Type::kBlockRemoved;
   }
   pending_.back().block_hashes.push_back(hash_of_[block]);
 }
@@ -140,7 +142,7 @@ absl::Status BlockManager::ResetPrefixCache() {
     ++num_free_;
   }
   by_hash_.clear();
-  pending_.emplace_back().type = KvEvent::Type::kAllCleared;
+  pending_.emplace_back().type = kvcache::KvEvent::Type::kAllCleared;
   return absl::OkStatus();
 }
 

@@ -17,8 +17,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
-#include "engine/block_hash.h"
-#include "engine/kv_events.h"
+#include "kvcache/block_hash.h"
+#include "kvcache/kv_events.h"
 
 namespace baton::engine {
 
@@ -30,7 +30,7 @@ struct PrefixCacheCounters {
 class BlockManager {
  public:
   // `events` may be null (no subscribers); it must outlive the manager.
-  BlockManager(int64_t num_blocks, bool enable_prefix_cache, KvEventPublisher* events);
+  BlockManager(int64_t num_blocks, bool enable_prefix_cache, kvcache::KvEventPublisher* events);
 
   int64_t num_blocks() const { return static_cast<int64_t>(ref_.size()); }
   // Pages an Allocate could hand out now: free plus cached-and-idle.
@@ -40,13 +40,13 @@ class BlockManager {
   bool prefix_cache_enabled() const { return enabled_; }
 
   // How many of `hashes`, from the first, are cached. Changes nothing.
-  int64_t CountCachedPrefix(std::span<const BlockHash> hashes) const;
+  int64_t CountCachedPrefix(std::span<const kvcache::BlockHash> hashes) const;
   // Of the first n cached blocks of `hashes`, how many are idle (Acquire would take them
   // out of the available count).
-  int64_t CountIdle(std::span<const BlockHash> hashes, int64_t n) const;
+  int64_t CountIdle(std::span<const kvcache::BlockHash> hashes, int64_t n) const;
   // References the cached blocks of hashes[0, n) (n <= CountCachedPrefix) and returns
   // their pages.
-  std::vector<int32_t> AcquireCached(std::span<const BlockHash> hashes, int64_t n);
+  std::vector<int32_t> AcquireCached(std::span<const kvcache::BlockHash> hashes, int64_t n);
 
   // A page with reference count 1: a free one, else the least recently released cached
   // one (evicted). ResourceExhausted when every page is in use.
@@ -60,7 +60,7 @@ class BlockManager {
   // Records that `block` (in use) now holds the full block `hash`, chained from
   // `parent`, with `tokens`. If another page already holds that hash, nothing changes and
   // `block` stays private. Returns whether the block joined the cache.
-  bool Store(int32_t block, const BlockHash& hash, const BlockHash& parent,
+  bool Store(int32_t block, const kvcache::BlockHash& hash, const kvcache::BlockHash& parent,
              std::span<const int32_t> tokens);
 
   // Empties the prefix cache. FailedPrecondition while any cached block is in use.
@@ -81,7 +81,7 @@ class BlockManager {
   void Uncache(int32_t block);
 
   bool enabled_;
-  KvEventPublisher* events_;
+  kvcache::KvEventPublisher* events_;
   std::vector<int32_t> ref_;
   std::vector<int32_t> free_;  // stack of free pages
   int64_t num_free_ = 0;
@@ -90,10 +90,10 @@ class BlockManager {
   std::vector<int32_t> prev_, next_;
   int32_t lru_head_ = kNone, lru_tail_ = kNone;
   std::vector<bool> cached_;
-  std::vector<BlockHash> hash_of_;
-  absl::flat_hash_map<BlockHash, int32_t> by_hash_;
+  std::vector<kvcache::BlockHash> hash_of_;
+  absl::flat_hash_map<kvcache::BlockHash, int32_t> by_hash_;
   PrefixCacheCounters counters_;
-  std::vector<KvEvent> pending_;
+  std::vector<kvcache::KvEvent> pending_;
 };
 
 }  // namespace baton::engine

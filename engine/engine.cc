@@ -133,7 +133,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
   std::unique_ptr<Engine> engine(new Engine(model, options));
   BATON_ASSIGN_OR_RETURN(engine->pool_, KvPool::Create(layout, KvPagesForBytes(layout, bytes)));
   engine->threads_ = std::make_unique<ThreadPool>(options.threads);
-  engine->events_ = std::make_unique<KvEventPublisher>(options.block_size);
+  engine->events_ = std::make_unique<kvcache::KvEventPublisher>(options.block_size);
   engine->blocks_ = std::make_unique<BlockManager>(
       engine->pool_->num_blocks(), options.enable_prefix_cache, engine->events_.get());
   engine->scheduler_ = std::make_unique<Scheduler>(sc, engine->blocks_.get());
@@ -195,7 +195,8 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   live->detokenize = request.detokenize;
   auto seq = std::make_unique<Sequence>();
   seq->priority = request.priority;
-  seq->root = NamespaceHash({options_.model_id, "", request.cache_salt}, options_.block_size);
+  seq->root =
+      kvcache::NamespaceHash({options_.model_id, "", request.cache_salt}, options_.block_size);
   seq->prompt_len = prompt_len;
   seq->max_len = max_len;
   live->seed = request.params.seed.value_or(RandomSeed());
@@ -259,13 +260,13 @@ absl::Status Engine::CheckPrompt(std::span<const int32_t> prompt_ids) const {
   return absl::OkStatus();
 }
 
-std::vector<BlockHash> Engine::PromptBlockHashes(std::span<const int32_t> prompt_ids,
-                                                 const std::string& cache_salt) const {
+std::vector<kvcache::BlockHash> Engine::PromptBlockHashes(std::span<const int32_t> prompt_ids,
+                                                          const std::string& cache_salt) const {
   const int64_t bs = options_.block_size;
-  std::vector<BlockHash> hashes;
-  BlockHash parent = NamespaceHash({options_.model_id, "", cache_salt}, bs);
+  std::vector<kvcache::BlockHash> hashes;
+  kvcache::BlockHash parent = kvcache::NamespaceHash({options_.model_id, "", cache_salt}, bs);
   for (int64_t b = 0; (b + 1) * bs <= static_cast<int64_t>(prompt_ids.size()); ++b) {
-    parent = ChainBlockHash(parent, prompt_ids.subspan(b * bs, bs));
+    parent = kvcache::ChainBlockHash(parent, prompt_ids.subspan(b * bs, bs));
     hashes.push_back(parent);
   }
   return hashes;
@@ -293,7 +294,7 @@ absl::StatusOr<KvReservation> Engine::ReserveKv(const std::string& transfer_id,
   BATON_RETURN_IF_ERROR(CheckPrompt(prompt_ids));
   const int64_t prompt_len = static_cast<int64_t>(prompt_ids.size());
   BATON_RETURN_IF_ERROR(scheduler_->CheckFits(prompt_len, prompt_len + 1));
-  std::vector<BlockHash> hashes = PromptBlockHashes(prompt_ids, cache_salt);
+  std::vector<kvcache::BlockHash> hashes = PromptBlockHashes(prompt_ids, cache_salt);
   KvReservation out;
   absl::Status status = RunOnEngineThread([&]() -> absl::Status {
     if (reserved_.contains(transfer_id)) {

@@ -28,7 +28,6 @@
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
 #include "engine/block_manager.h"
-#include "engine/kv_events.h"
 #include "engine/kv_pool.h"
 #include "engine/kv_sink.h"
 #include "engine/loaded_model.h"
@@ -37,6 +36,7 @@
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
 #include "engine/stop_conditions.h"
+#include "kvcache/kv_events.h"
 
 namespace baton::engine {
 
@@ -80,7 +80,7 @@ struct KvReservation {
   // pages[i] is reserved for block cached_blocks + i, through the prompt's last
   // (possibly partial) block.
   int64_t cached_blocks = 0;
-  std::vector<BlockHash> cached_hashes;  // the chained hashes of blocks [0, cached_blocks)
+  std::vector<kvcache::BlockHash> cached_hashes;  // the chained hashes of blocks [0, cached_blocks)
   std::vector<int32_t> pages;
 };
 
@@ -173,7 +173,7 @@ class Engine {
   absl::Status Cancel(const std::string& id);
   EngineStats Stats() const;
 
-  KvEventPublisher& kv_events() { return *events_; }
+  kvcache::KvEventPublisher& kv_events() { return *events_; }
   // Empties the prefix cache once no request is running (AllCleared event).
   absl::Status ResetPrefixCache();
 
@@ -199,8 +199,8 @@ class Engine {
   int64_t kv_pool_bytes() const { return pool_->num_blocks() * pool_->layout().bytes_per_block(); }
   const KvLayout& kv_layout() const { return pool_->layout(); }
   // The chained hashes of the full blocks of `prompt_ids` in `cache_salt`'s namespace.
-  std::vector<BlockHash> PromptBlockHashes(std::span<const int32_t> prompt_ids,
-                                           const std::string& cache_salt) const;
+  std::vector<kvcache::BlockHash> PromptBlockHashes(std::span<const int32_t> prompt_ids,
+                                                    const std::string& cache_salt) const;
 
   int64_t num_kv_pages() const { return pool_->num_blocks(); }
   const LoadedModel& model() const { return *model_; }
@@ -234,10 +234,10 @@ class Engine {
 
   const LoadedModel* model_;
   EngineOptions options_;
-  BlockHash root_without_salt_;
+  kvcache::BlockHash root_without_salt_;
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<KvPool> pool_;
-  std::unique_ptr<KvEventPublisher> events_;
+  std::unique_ptr<kvcache::KvEventPublisher> events_;
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<ModelRunner> runner_;

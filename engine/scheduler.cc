@@ -89,8 +89,8 @@ void Scheduler::ExtendHashes(Sequence* seq) {
   const size_t full = seq->tokens.size() / config_.block_size;
   while (seq->block_hashes.size() < full) {
     const size_t i = seq->block_hashes.size();
-    const BlockHash& parent = i == 0 ? seq->root : seq->block_hashes[i - 1];
-    seq->block_hashes.push_back(ChainBlockHash(
+    const kvcache::BlockHash& parent = i == 0 ? seq->root : seq->block_hashes[i - 1];
+    seq->block_hashes.push_back(kvcache::ChainBlockHash(
         parent, std::span(seq->tokens).subspan(i * config_.block_size, config_.block_size)));
   }
 }

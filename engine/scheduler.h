@@ -26,8 +26,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "engine/block_hash.h"
 #include "engine/block_manager.h"
+#include "kvcache/block_hash.h"
 
 namespace baton::engine {
 
@@ -52,17 +52,17 @@ struct Sequence {
   uint64_t id = 0;
   int priority = 0;
   uint64_t arrival = 0;         // admission order, assigned by Add
-  BlockHash root;               // the namespace hash its block chain starts from
+  kvcache::BlockHash root;      // the namespace hash its block chain starts from
   std::vector<int32_t> tokens;  // prompt, then generated tokens
   int64_t prompt_len = 0;
   int64_t max_len = 0;  // tokens it may reach: prompt + max new tokens
 
   SequenceState state = SequenceState::kWaiting;
-  int64_t num_computed = 0;             // tokens whose K/V are in its pages
-  std::vector<int32_t> block_table;     // pages, in position order
-  std::vector<BlockHash> block_hashes;  // of its full blocks so far, in order
-  int64_t num_stored = 0;               // blocks offered to the prefix cache
-  int64_t cached_prompt_tokens = 0;     // prompt tokens found cached at first admission
+  int64_t num_computed = 0;                      // tokens whose K/V are in its pages
+  std::vector<int32_t> block_table;              // pages, in position order
+  std::vector<kvcache::BlockHash> block_hashes;  // of its full blocks so far, in order
+  int64_t num_stored = 0;                        // blocks offered to the prefix cache
+  int64_t cached_prompt_tokens = 0;              // prompt tokens found cached at first admission
   int num_preemptions = 0;
   bool admitted_once = false;
   // The prompt's K/V arrived in block_table's pages from another worker (its K/V for

@@ -8,18 +8,19 @@ import pathlib
 import re
 import sys
 
-BELOW_SERVICES = ["common", "proto", "kernels", "tokenizer", "model", "engine", "transport",
+BELOW_SERVICES = ["common", "proto", "kvcache", "kernels", "tokenizer", "model", "engine", "transport",
                   "service"]
 MAY_USE = {
     "common": [],
     "proto": [],
+    "kvcache": ["proto", "common"],
     "kernels": ["common"],
     "tokenizer": ["common"],
     "model": ["kernels", "common"],
-    "engine": ["model", "kernels", "tokenizer", "common"],
+    "engine": ["kvcache", "model", "kernels", "tokenizer", "common"],
     "transport": ["engine", "common"],
     "service": ["proto", "common"],
-    "router": ["service", "tokenizer", "proto", "common"],
+    "router": ["service", "kvcache", "tokenizer", "proto", "common"],
     "worker": BELOW_SERVICES,
     "prefill_worker": BELOW_SERVICES + ["router", "worker"],
     "decode_worker": BELOW_SERVICES + ["router", "worker"],

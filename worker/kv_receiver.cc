@@ -136,7 +136,7 @@ absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest&
   t.prompt_tokens = prompt_tokens;
   t.first_block = static_cast<int32_t>(reserved.cached_blocks);
   t.page_ids = reserved.pages;
-  for (const engine::BlockHash& h : reserved.cached_hashes) {
+  for (const kvcache::BlockHash& h : reserved.cached_hashes) {
     t.cached_block_hashes.emplace_back(reinterpret_cast<const char*>(h.bytes.data()),
                                        h.bytes.size());
   }

@@ -142,10 +142,10 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
                                            "; the prompt has ", request.prompt_ids.size()));
   }
   if (ok.ok()) {
-    const std::vector<engine::BlockHash> mine =
+    const std::vector<kvcache::BlockHash> mine =
         engine_->PromptBlockHashes(request.prompt_ids, request.cache_salt);
     for (int32_t b = 0; b < ticket->first_block && ok.ok(); ++b) {
-      const engine::BlockHash& h = mine[static_cast<size_t>(b)];
+      const kvcache::BlockHash& h = mine[static_cast<size_t>(b)];
       if (ticket->cached_block_hashes[static_cast<size_t>(b)] !=
           std::string_view(reinterpret_cast<const char*>(h.bytes.data()), h.bytes.size())) {
         ok = absl::FailedPreconditionError(

@@ -9,8 +9,8 @@
 #include <utility>
 
 #include "common/strings.h"
-#include "engine/block_hash.h"
-#include "worker/kv_event_proto.h"
+#include "kvcache/block_hash.h"
+#include "kvcache/kv_event_proto.h"
 
 namespace baton::worker {
 namespace {
@@ -218,7 +218,7 @@ class WorkerService::WorkerImpl final : public pb::Worker::Service {
     out->set_vocab_size(static_cast<int32_t>(config.vocab_size));
     out->set_block_size(engine_->options().block_size);
     out->mutable_eos_token_ids()->Add(m.eos_token_ids.begin(), m.eos_token_ids.end());
-    out->set_block_hash_spec_version(engine::kBlockHashSpecVersion);
+    out->set_block_hash_spec_version(kvcache::kBlockHashSpecVersion);
     out->set_role(role_);
     return grpc::Status::OK;
   }
@@ -242,7 +242,7 @@ class WorkerService::KvEventsImpl final : public pb::KvEvents::Service {
     struct Queue {
       std::mutex mu;
       std::condition_variable cv;
-      std::deque<engine::KvEventBatch> batches;
+      std::deque<kvcache::KvEventBatch> batches;
     };
     auto queue = std::make_shared<Queue>();
     const uint64_t after = req->after_sequence();
@@ -256,7 +256,7 @@ class WorkerService::KvEventsImpl final : public pb::KvEvents::Service {
     });
     grpc::Status result = grpc::Status::OK;
     while (!ctx->IsCancelled()) {
-      engine::KvEventBatch batch;
+      kvcache::KvEventBatch batch;
       {
         std::unique_lock<std::mutex> lock(queue->mu);
         if (!queue->cv.wait_for(lock, std::chrono::milliseconds(kPollMs),
@@ -267,7 +267,7 @@ class WorkerService::KvEventsImpl final : public pb::KvEvents::Service {
         queue->batches.pop_front();
       }
       pb::KvEventBatch out;
-      ToProto(batch, &out);
+      kvcache::ToProto(batch, &out);
       if (!writer->Write(out)) break;
     }
     engine_->kv_events().Unsubscribe(id);
@@ -276,7 +276,7 @@ class WorkerService::KvEventsImpl final : public pb::KvEvents::Service {
 
   grpc::Status GetSnapshot(grpc::ServerContext*, const pb::GetKvSnapshotRequest*,
                            pb::KvSnapshot* out) override {
-    ToProto(engine_->kv_events().Snapshot(), out);
+    kvcache::ToProto(engine_->kv_events().Snapshot(), out);
     return grpc::Status::OK;
   }
 

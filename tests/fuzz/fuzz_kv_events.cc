@@ -14,12 +14,12 @@
 #include <cstdlib>
 
 #include "baton/internal/v1/kv_events.pb.h"
-#include "worker/kv_event_proto.h"
+#include "kvcache/kv_event_proto.h"
 
 namespace {
 
 namespace pb = ::baton::internal::v1;
-using baton::engine::KvEvent;
+using baton::kvcache::KvEvent;
 
 void Require(bool cond) {
   if (!cond) std::abort();
@@ -33,15 +33,15 @@ bool SameEvent(const KvEvent& a, const KvEvent& b) {
 void ExerciseBatch(const uint8_t* data, size_t size) {
   pb::KvEventBatch wire;
   if (!wire.ParseFromArray(data, static_cast<int>(size))) return;
-  absl::StatusOr<baton::engine::KvEventBatch> batch = baton::worker::FromProto(wire);
+  absl::StatusOr<baton::kvcache::KvEventBatch> batch = baton::kvcache::FromProto(wire);
   if (!batch.ok()) {
     Require(batch.status().code() == absl::StatusCode::kInvalidArgument);
     Require(!batch.status().message().empty());
     return;
   }
-  Require(batch->block_size >= 1 && batch->block_size <= baton::worker::kMaxKvBlockSize);
+  Require(batch->block_size >= 1 && batch->block_size <= baton::kvcache::kMaxKvBlockSize);
   Require(batch->sequence >= 1);
-  Require(static_cast<int64_t>(batch->events.size()) <= baton::worker::kMaxEventsPerBatch);
+  Require(static_cast<int64_t>(batch->events.size()) <= baton::kvcache::kMaxEventsPerBatch);
   int64_t hashes = 0;
   for (const KvEvent& e : batch->events) {
     hashes += static_cast<int64_t>(e.block_hashes.size());
@@ -59,11 +59,11 @@ void ExerciseBatch(const uint8_t* data, size_t size) {
         break;
     }
   }
-  Require(hashes <= baton::worker::kMaxHashesPerMessage);
+  Require(hashes <= baton::kvcache::kMaxHashesPerMessage);
 
   pb::KvEventBatch again;
-  baton::worker::ToProto(*batch, &again);
-  absl::StatusOr<baton::engine::KvEventBatch> round = baton::worker::FromProto(again);
+  baton::kvcache::ToProto(*batch, &again);
+  absl::StatusOr<baton::kvcache::KvEventBatch> round = baton::kvcache::FromProto(again);
   Require(round.ok());
   Require(round->epoch == batch->epoch && round->sequence == batch->sequence &&
           round->block_size == batch->block_size && round->events.size() == batch->events.size());
@@ -75,21 +75,21 @@ void ExerciseBatch(const uint8_t* data, size_t size) {
 void ExerciseSnapshot(const uint8_t* data, size_t size) {
   pb::KvSnapshot wire;
   if (!wire.ParseFromArray(data, static_cast<int>(size))) return;
-  absl::StatusOr<baton::engine::KvSnapshot> snapshot = baton::worker::FromProto(wire);
+  absl::StatusOr<baton::KvSnapshot> snapshot = baton::kvcache::FromProto(wire);
   if (!snapshot.ok()) {
     Require(snapshot.status().code() == absl::StatusCode::kInvalidArgument);
     Require(!snapshot.status().message().empty());
     return;
   }
-  Require(snapshot->block_size >= 1 && snapshot->block_size <= baton::worker::kMaxKvBlockSize);
+  Require(snapshot->block_size >= 1 && snapshot->block_size <= baton::kvcache::kMaxKvBlockSize);
   Require(static_cast<int64_t>(snapshot->block_hashes.size()) <=
-          baton::worker::kMaxHashesPerMessage);
+          baton::kvcache::kMaxHashesPerMessage);
   for (size_t i = 1; i < snapshot->block_hashes.size(); ++i) {
     Require(snapshot->block_hashes[i - 1] < snapshot->block_hashes[i]);
   }
   pb::KvSnapshot again;
-  baton::worker::ToProto(*snapshot, &again);
-  absl::StatusOr<baton::engine::KvSnapshot> round = baton::worker::FromProto(again);
+  baton::kvcache::ToProto(*snapshot, &again);
+  absl::StatusOr<baton::KvSnapshot> round = baton::kvcache::FromProto(again);
   Require(round.ok() && round->epoch == snapshot->epoch && round->sequence == snapshot->sequence &&
           round->block_size == snapshot->block_size &&
           round->block_hashes == snapshot->block_hashes);

@@ -14,24 +14,25 @@ namespace {
 constexpr int64_t kBs = 4;
 
 struct Recorder {
-  std::vector<KvEventBatch> batches;
-  void Attach(KvEventPublisher* p) {
-    p->Subscribe([this](const KvEventBatch& b) { batches.push_back(b); });
+  std::vector<kvcache::KvEventBatch> batches;
+  void Attach(kvcache::KvEventPublisher* p) {
+    p->Subscribe([this](const kvcache::KvEventBatch& b) { batches.push_back(b); });
   }
 };
 
 // A sequence's full blocks and its pages, as a caller of the manager holds them.
 struct Held {
   std::vector<int32_t> tokens;
-  std::vector<BlockHash> hashes;
+  std::vector<kvcache::BlockHash> hashes;
   std::vector<int32_t> pages;
 };
 
 // Admits `tokens` the way the scheduler does: reuse the cached prefix, allocate the rest,
 // then store every full block.
-bool Admit(BlockManager* m, const BlockHash& root, std::vector<int32_t> tokens, Held* out) {
+bool Admit(BlockManager* m, const kvcache::BlockHash& root, std::vector<int32_t> tokens,
+           Held* out) {
   out->tokens = std::move(tokens);
-  out->hashes = HashFullBlocks(root, out->tokens, kBs);
+  out->hashes = kvcache::HashFullBlocks(root, out->tokens, kBs);
   const int64_t hit = m->CountCachedPrefix(out->hashes);
   const int64_t need = (static_cast<int64_t>(out->tokens.size()) + kBs - 1) / kBs - hit;
   if (need > m->num_available() - m->CountIdle(out->hashes, hit)) return false;
@@ -52,9 +53,9 @@ void ReleaseAll(BlockManager* m, Held* h) {
 }
 
 TEST(BlockManagerTest, ReusesCachedPrefixAndCountsPages) {
-  KvEventPublisher events(kBs, 7);
+  kvcache::KvEventPublisher events(kBs, 7);
   BlockManager m(8, true, &events);
-  const BlockHash root = NamespaceHash({"m", "", ""}, kBs);
+  const kvcache::BlockHash root = kvcache::NamespaceHash({"m", "", ""}, kBs);
   Held a, b;
   ASSERT_TRUE(Admit(&m, root, {1, 2, 3, 4, 5, 6, 7, 8, 9}, &a));  // 2 full + 1 partial
   EXPECT_EQ(m.num_in_use(), 3);
@@ -73,11 +74,11 @@ TEST(BlockManagerTest, ReusesCachedPrefixAndCountsPages) {
 }
 
 TEST(BlockManagerTest, EvictsLeastRecentlyReleasedAndTailsFirst) {
-  KvEventPublisher events(kBs, 7);
+  kvcache::KvEventPublisher events(kBs, 7);
   Recorder rec;
   rec.Attach(&events);
   BlockManager m(4, true, &events);
-  const BlockHash root = NamespaceHash({"m", "", ""}, kBs);
+  const kvcache::BlockHash root = kvcache::NamespaceHash({"m", "", ""}, kBs);
   Held a, b;
   ASSERT_TRUE(Admit(&m, root, {1, 1, 1, 1, 2, 2, 2, 2}, &a));
   ASSERT_TRUE(Admit(&m, root, {3, 3, 3, 3, 4, 4, 4, 4}, &b));
@@ -90,8 +91,8 @@ TEST(BlockManagerTest, EvictsLeastRecentlyReleasedAndTailsFirst) {
   EXPECT_EQ(m.CountCachedPrefix(a.hashes), 1);
   EXPECT_EQ(m.CountCachedPrefix(b.hashes), 2);
   ASSERT_FALSE(rec.batches.empty());
-  const KvEvent& removed = rec.batches.back().events.back();
-  EXPECT_EQ(removed.type, KvEvent::Type::kBlockRemoved);
+  const kvcache::KvEvent& removed = rec.batches.back().events.back();
+  EXPECT_EQ(removed.type, kvcache::KvEvent::Type::kBlockRemoved);
   ASSERT_EQ(removed.block_hashes.size(), 1u);
   EXPECT_EQ(removed.block_hashes[0], a.hashes[1]);
 }
@@ -107,7 +108,7 @@ TEST(BlockManagerTest, ExhaustionIsAClearError) {
 
 TEST(BlockManagerTest, DisabledCacheStoresNothing) {
   BlockManager m(4, false, nullptr);
-  const BlockHash root = NamespaceHash({"m", "", ""}, kBs);
+  const kvcache::BlockHash root = kvcache::NamespaceHash({"m", "", ""}, kBs);
   Held a, b;
   ASSERT_TRUE(Admit(&m, root, {1, 2, 3, 4, 5}, &a));
   ASSERT_TRUE(Admit(&m, root, {1, 2, 3, 4, 5}, &b));
@@ -119,11 +120,11 @@ TEST(BlockManagerTest, DisabledCacheStoresNothing) {
 }
 
 TEST(BlockManagerTest, ResetEmptiesTheCacheOnlyWhenIdle) {
-  KvEventPublisher events(kBs, 7);
+  kvcache::KvEventPublisher events(kBs, 7);
   Recorder rec;
   rec.Attach(&events);
   BlockManager m(4, true, &events);
-  const BlockHash root = NamespaceHash({"m", "", ""}, kBs);
+  const kvcache::BlockHash root = kvcache::NamespaceHash({"m", "", ""}, kBs);
   Held a;
   ASSERT_TRUE(Admit(&m, root, {1, 2, 3, 4, 5}, &a));
   EXPECT_EQ(m.ResetPrefixCache().code(), absl::StatusCode::kFailedPrecondition);
@@ -132,7 +133,7 @@ TEST(BlockManagerTest, ResetEmptiesTheCacheOnlyWhenIdle) {
   m.Flush();
   EXPECT_EQ(m.num_cached(), 0);
   EXPECT_EQ(m.num_available(), 4);
-  EXPECT_EQ(rec.batches.back().events.back().type, KvEvent::Type::kAllCleared);
+  EXPECT_EQ(rec.batches.back().events.back().type, kvcache::KvEvent::Type::kAllCleared);
   EXPECT_TRUE(events.Snapshot().block_hashes.empty());
 }
 
@@ -212,9 +213,10 @@ class NaiveCache {
     for (const auto& [key, e] : entries_) idle += e.refs == 0;
     return free_ + idle;
   }
-  std::set<BlockHash> Hashes(const BlockHash& root) const {
-    std::set<BlockHash> out;
-    for (const auto& [key, e] : entries_) out.insert(HashFullBlocks(root, key, kBs).back());
+  std::set<kvcache::BlockHash> Hashes(const kvcache::BlockHash& root) const {
+    std::set<kvcache::BlockHash> out;
+    for (const auto& [key, e] : entries_)
+      out.insert(kvcache::HashFullBlocks(root, key, kBs).back());
     return out;
   }
   int64_t size() const { return static_cast<int64_t>(entries_.size()); }
@@ -240,18 +242,19 @@ TEST(BlockManagerTest, MatchesANaivePrefixCacheUnderRandomOperations) {
   for (uint32_t seed = 1; seed <= 30; ++seed) {
     std::mt19937 rng(seed);
     const int64_t num_pages = 4 + static_cast<int64_t>(rng() % 20);
-    KvEventPublisher events(kBs, seed);
-    std::set<BlockHash> from_events;
+    kvcache::KvEventPublisher events(kBs, seed);
+    std::set<kvcache::BlockHash> from_events;
     uint64_t last_seq = 0;
-    events.Subscribe([&](const KvEventBatch& b) {
+    events.Subscribe([&](const kvcache::KvEventBatch& b) {
       EXPECT_EQ(b.sequence, last_seq + 1);
       last_seq = b.sequence;
-      for (const KvEvent& e : b.events) {
-        if (e.type == KvEvent::Type::kBlockStored) {
+      for (const kvcache::KvEvent& e : b.events) {
+        if (e.type == kvcache::KvEvent::Type::kBlockStored) {
           EXPECT_EQ(e.token_ids.size(), e.block_hashes.size() * kBs);
-          for (const BlockHash& h : e.block_hashes) EXPECT_TRUE(from_events.insert(h).second);
-        } else if (e.type == KvEvent::Type::kBlockRemoved) {
-          for (const BlockHash& h : e.block_hashes) EXPECT_EQ(from_events.erase(h), 1u);
+          for (const kvcache::BlockHash& h : e.block_hashes)
+            EXPECT_TRUE(from_events.insert(h).second);
+        } else if (e.type == kvcache::KvEvent::Type::kBlockRemoved) {
+          for (const kvcache::BlockHash& h : e.block_hashes) EXPECT_EQ(from_events.erase(h), 1u);
         } else {
           from_events.clear();
         }
@@ -259,7 +262,7 @@ TEST(BlockManagerTest, MatchesANaivePrefixCacheUnderRandomOperations) {
     });
     BlockManager m(num_pages, true, &events);
     NaiveCache naive(num_pages);
-    const BlockHash root = NamespaceHash({"m", "", ""}, kBs);
+    const kvcache::BlockHash root = kvcache::NamespaceHash({"m", "", ""}, kBs);
     struct Live {
       Held held;
       std::vector<NaiveCache::HeldBlock> naive;
@@ -274,7 +277,8 @@ TEST(BlockManagerTest, MatchesANaivePrefixCacheUnderRandomOperations) {
         for (size_t i = 0; i < tokens.size(); ++i) {
           tokens[i] = i < kBs ? family : static_cast<int32_t>(rng() % 2);
         }
-        ASSERT_EQ(m.CountCachedPrefix(HashFullBlocks(root, tokens, kBs)), naive.Hit(tokens));
+        ASSERT_EQ(m.CountCachedPrefix(kvcache::HashFullBlocks(root, tokens, kBs)),
+                  naive.Hit(tokens));
         Live l;
         const bool fits = naive.Admit(tokens, &l.naive);
         ASSERT_EQ(Admit(&m, root, tokens, &l.held), fits);
@@ -292,8 +296,9 @@ TEST(BlockManagerTest, MatchesANaivePrefixCacheUnderRandomOperations) {
       for (const Live& l : live) held.insert(l.held.pages.begin(), l.held.pages.end());
       ASSERT_EQ(m.num_in_use(), static_cast<int64_t>(held.size()));
     }
-    const KvSnapshot snap = events.Snapshot();
-    EXPECT_EQ(std::set<BlockHash>(snap.block_hashes.begin(), snap.block_hashes.end()), from_events);
+    const kvcache::KvSnapshot snap = events.Snapshot();
+    EXPECT_EQ(std::set<kvcache::BlockHash>(snap.block_hashes.begin(), snap.block_hashes.end()),
+              from_events);
     EXPECT_EQ(snap.sequence, last_seq);
     for (Live& l : live) ReleaseAll(&m, &l.held);
     EXPECT_EQ(m.num_in_use(), 0);

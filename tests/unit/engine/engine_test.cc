@@ -152,13 +152,13 @@ void RunEquivalence(const LoadedModel& m, const Variant& v) {
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(&m, o);
   ASSERT_TRUE(engine.ok()) << engine.status();
 
-  std::set<BlockHash> from_events;
-  (*engine)->kv_events().Subscribe([&](const KvEventBatch& b) {
-    for (const KvEvent& e : b.events) {
-      if (e.type == KvEvent::Type::kBlockStored) {
+  std::set<kvcache::BlockHash> from_events;
+  (*engine)->kv_events().Subscribe([&](const kvcache::KvEventBatch& b) {
+    for (const kvcache::KvEvent& e : b.events) {
+      if (e.type == kvcache::KvEvent::Type::kBlockStored) {
         from_events.insert(e.block_hashes.begin(), e.block_hashes.end());
-      } else if (e.type == KvEvent::Type::kBlockRemoved) {
-        for (const BlockHash& h : e.block_hashes) from_events.erase(h);
+      } else if (e.type == kvcache::KvEvent::Type::kBlockRemoved) {
+        for (const kvcache::BlockHash& h : e.block_hashes) from_events.erase(h);
       } else {
         from_events.clear();
       }
@@ -228,8 +228,9 @@ void RunEquivalence(const LoadedModel& m, const Variant& v) {
     EXPECT_EQ(s.pages_cached, 0);
   }
   // The events add up to the snapshot, and to what the pool holds.
-  const KvSnapshot snap = (*engine)->kv_events().Snapshot();
-  EXPECT_EQ(std::set<BlockHash>(snap.block_hashes.begin(), snap.block_hashes.end()), from_events);
+  const kvcache::KvSnapshot snap = (*engine)->kv_events().Snapshot();
+  EXPECT_EQ(std::set<kvcache::BlockHash>(snap.block_hashes.begin(), snap.block_hashes.end()),
+            from_events);
   EXPECT_EQ(static_cast<int64_t>(from_events.size()), s.pages_cached);
 }
 

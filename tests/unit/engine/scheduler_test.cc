@@ -54,7 +54,7 @@ std::unique_ptr<Sequence> MakeSeq(const NewSeq& n, int64_t block_size) {
   auto s = std::make_unique<Sequence>();
   s->id = n.id;
   s->priority = n.priority;
-  s->root = NamespaceHash({"m", "", ""}, block_size);
+  s->root = kvcache::NamespaceHash({"m", "", ""}, block_size);
   s->tokens = Tokens(n);
   s->prompt_len = n.prompt_len;
   s->max_len = n.max_len;

@@ -13,7 +13,7 @@
 #include "engine/generator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "worker/kv_event_proto.h"
+#include "kvcache/kv_event_proto.h"
 
 namespace baton::worker {
 namespace {
@@ -178,16 +178,16 @@ TEST_F(WorkerServiceTest, KvEventsStreamAndMatchTheSnapshot) {
   while (reader->Read(&r)) {
   }
   ASSERT_TRUE(reader->Finish().ok());
-  std::set<engine::BlockHash> from_events;
+  std::set<kvcache::BlockHash> from_events;
   uint64_t last_seq = 0;
   pb::KvEventBatch batch;
   // The request's prompt (41 tokens) and output give at least 2 full blocks.
   while (from_events.size() < 2 && sub->Read(&batch)) {
-    auto b = FromProto(batch);
+    auto b = kvcache::FromProto(batch);
     ASSERT_TRUE(b.ok()) << b.status();
     last_seq = b->sequence;
     for (const auto& e : b->events) {
-      if (e.type == engine::KvEvent::Type::kBlockStored) {
+      if (e.type == kvcache::KvEvent::Type::kBlockStored) {
         from_events.insert(e.block_hashes.begin(), e.block_hashes.end());
       }
     }
@@ -196,7 +196,7 @@ TEST_F(WorkerServiceTest, KvEventsStreamAndMatchTheSnapshot) {
   grpc::ClientContext snap_ctx;
   pb::KvSnapshot snap;
   ASSERT_TRUE(events_->GetSnapshot(&snap_ctx, {}, &snap).ok());
-  auto s = FromProto(snap);
+  auto s = kvcache::FromProto(snap);
   ASSERT_TRUE(s.ok()) << s.status();
   EXPECT_GE(s->sequence, last_seq);
   for (const auto& h : from_events) {

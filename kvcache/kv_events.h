@@ -15,9 +15,9 @@
 #include <vector>
 
 #include "absl/container/flat_hash_set.h"
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 
 struct KvEvent {
   enum class Type { kBlockStored, kBlockRemoved, kAllCleared };
@@ -76,4 +76,4 @@ class KvEventPublisher {
   absl::flat_hash_set<BlockHash> cached_;  // what the published events add up to
 };
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache

@@ -1,10 +1,10 @@
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 
 #include <openssl/evp.h>
 
 #include "common/check.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 namespace {
 
 constexpr char kDomain[] = "baton-kv-block-hash-v1";
@@ -94,4 +94,4 @@ std::vector<BlockHash> HashFullBlocks(const BlockHash& root, std::span<const int
   return out;
 }
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache

@@ -1,4 +1,4 @@
-#include "worker/kv_event_proto.h"
+#include "kvcache/kv_event_proto.h"
 
 #include <algorithm>
 #include <cstdint>
@@ -7,17 +7,15 @@
 
 #include "baton/internal/v1/kv_events.pb.h"
 #include "common/strings.h"
-#include "engine/block_hash.h"
-#include "engine/kv_events.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/block_hash.h"
+#include "kvcache/kv_events.h"
 
-namespace baton::worker {
+namespace baton::kvcache {
 namespace {
 
 namespace pb = ::baton::internal::v1;
-using engine::BlockHash;
-using engine::KvEvent;
 using ::testing::HasSubstr;
 
 BlockHash Hash(uint8_t seed) {
@@ -62,18 +60,18 @@ void ExpectSameEvent(const KvEvent& a, const KvEvent& b) {
 }
 
 // engine -> proto -> bytes -> proto -> engine.
-absl::StatusOr<engine::KvEventBatch> ThroughTheWire(const engine::KvEventBatch& batch) {
+absl::StatusOr<KvEventBatch> ThroughTheWire(const KvEventBatch& batch) {
   pb::KvEventBatch wire;
   ToProto(batch, &wire);
-  EXPECT_EQ(wire.hash_spec_version(), static_cast<uint32_t>(engine::kBlockHashSpecVersion));
+  EXPECT_EQ(wire.hash_spec_version(), static_cast<uint32_t>(kBlockHashSpecVersion));
   const std::string bytes = wire.SerializeAsString();
   pb::KvEventBatch parsed;
   EXPECT_TRUE(parsed.ParseFromString(bytes));
   return FromProto(parsed);
 }
 
-engine::KvEventBatch SampleBatch() {
-  engine::KvEventBatch batch;
+KvEventBatch SampleBatch() {
+  KvEventBatch batch;
   batch.epoch = 0xfedcba9876543211ull;
   batch.sequence = 42;
   batch.block_size = 4;
@@ -85,8 +83,8 @@ engine::KvEventBatch SampleBatch() {
 }
 
 TEST(KvEventProtoTest, BatchWithEveryEventTypeRoundTrips) {
-  const engine::KvEventBatch batch = SampleBatch();
-  absl::StatusOr<engine::KvEventBatch> got = ThroughTheWire(batch);
+  const KvEventBatch batch = SampleBatch();
+  absl::StatusOr<KvEventBatch> got = ThroughTheWire(batch);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->epoch, batch.epoch);
   EXPECT_EQ(got->sequence, batch.sequence);
@@ -100,12 +98,12 @@ TEST(KvEventProtoTest, BatchWithEveryEventTypeRoundTrips) {
 
 TEST(KvEventProtoTest, EachEventTypeAloneRoundTrips) {
   for (const KvEvent& e : SampleBatch().events) {
-    engine::KvEventBatch batch;
+    KvEventBatch batch;
     batch.epoch = 7;
     batch.sequence = 1;
     batch.block_size = 4;
     batch.events = {e};
-    absl::StatusOr<engine::KvEventBatch> got = ThroughTheWire(batch);
+    absl::StatusOr<KvEventBatch> got = ThroughTheWire(batch);
     ASSERT_TRUE(got.ok()) << got.status();
     ASSERT_EQ(got->events.size(), 1u);
     ExpectSameEvent(got->events[0], e);
@@ -125,7 +123,7 @@ TEST(KvEventProtoTest, WireFormUsesTheOneofAndRawHashBytes) {
 }
 
 TEST(KvEventProtoTest, SnapshotRoundTrips) {
-  engine::KvSnapshot snapshot;
+  KvSnapshot snapshot;
   snapshot.epoch = 0x8000000000000001ull;
   snapshot.sequence = 9;
   snapshot.block_size = 16;
@@ -134,10 +132,10 @@ TEST(KvEventProtoTest, SnapshotRoundTrips) {
 
   pb::KvSnapshot wire;
   ToProto(snapshot, &wire);
-  EXPECT_EQ(wire.hash_spec_version(), static_cast<uint32_t>(engine::kBlockHashSpecVersion));
+  EXPECT_EQ(wire.hash_spec_version(), static_cast<uint32_t>(kBlockHashSpecVersion));
   pb::KvSnapshot parsed;
   ASSERT_TRUE(parsed.ParseFromString(wire.SerializeAsString()));
-  absl::StatusOr<engine::KvSnapshot> got = FromProto(parsed);
+  absl::StatusOr<KvSnapshot> got = FromProto(parsed);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->epoch, snapshot.epoch);
   EXPECT_EQ(got->sequence, snapshot.sequence);
@@ -146,12 +144,12 @@ TEST(KvEventProtoTest, SnapshotRoundTrips) {
 }
 
 TEST(KvEventProtoTest, EmptySnapshotRoundTrips) {
-  engine::KvSnapshot snapshot;
+  KvSnapshot snapshot;
   snapshot.epoch = 3;
   snapshot.block_size = 16;
   pb::KvSnapshot wire;
   ToProto(snapshot, &wire);
-  absl::StatusOr<engine::KvSnapshot> got = FromProto(wire);
+  absl::StatusOr<KvSnapshot> got = FromProto(wire);
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->sequence, 0u);
   EXPECT_TRUE(got->block_hashes.empty());
@@ -186,7 +184,7 @@ TEST(KvEventProtoTest, RejectsWrongHashLength) {
   ExpectInvalid(FromProto(wire).status(), "events[0].stored.parent_hash");
 
   pb::KvSnapshot snapshot;
-  snapshot.set_hash_spec_version(engine::kBlockHashSpecVersion);
+  snapshot.set_hash_spec_version(kBlockHashSpecVersion);
   snapshot.set_block_size(16);
   snapshot.add_block_hashes(std::string(32, 'a'));
   snapshot.add_block_hashes("");
@@ -195,12 +193,12 @@ TEST(KvEventProtoTest, RejectsWrongHashLength) {
 
 TEST(KvEventProtoTest, RejectsAnotherHashSpecVersion) {
   pb::KvEventBatch wire = ValidWire();
-  wire.set_hash_spec_version(engine::kBlockHashSpecVersion + 1);
+  wire.set_hash_spec_version(kBlockHashSpecVersion + 1);
   absl::Status s = FromProto(wire).status();
   ExpectInvalid(s, "hash_spec_version");
   EXPECT_THAT(std::string(s.message()),
-              HasSubstr(StrCat("hash_spec_version is ", engine::kBlockHashSpecVersion + 1,
-                               "; this build speaks ", engine::kBlockHashSpecVersion)));
+              HasSubstr(StrCat("hash_spec_version is ", kBlockHashSpecVersion + 1,
+                               "; this build speaks ", kBlockHashSpecVersion)));
 
   pb::KvSnapshot snapshot;
   snapshot.set_block_size(16);  // hash_spec_version left at 0
@@ -248,7 +246,7 @@ TEST(KvEventProtoTest, RejectsBlockSizeOutOfRange) {
   ExpectInvalid(FromProto(wire).status(), "block_size is 1025");
 
   pb::KvSnapshot snapshot;
-  snapshot.set_hash_spec_version(engine::kBlockHashSpecVersion);
+  snapshot.set_hash_spec_version(kBlockHashSpecVersion);
   ExpectInvalid(FromProto(snapshot).status(), "KvSnapshot.block_size is 0");
 }
 
@@ -279,7 +277,7 @@ TEST(KvEventProtoTest, RejectsTooManyHashes) {
   EXPECT_TRUE(FromProto(wire).ok());
 
   pb::KvSnapshot snapshot;
-  snapshot.set_hash_spec_version(engine::kBlockHashSpecVersion);
+  snapshot.set_hash_spec_version(kBlockHashSpecVersion);
   snapshot.set_block_size(16);
   for (int64_t i = 0; i <= kMaxHashesPerMessage; ++i) snapshot.add_block_hashes(hash);
   ExpectInvalid(FromProto(snapshot).status(), "KvSnapshot holds more than 1048576");
@@ -288,18 +286,16 @@ TEST(KvEventProtoTest, RejectsTooManyHashes) {
 TEST(KvEventProtoTest, RejectsUnsortedOrDuplicateSnapshotHashes) {
   pb::KvSnapshot snapshot;
   ToProto(
-      engine::KvSnapshot{
-          .epoch = 1, .sequence = 2, .block_size = 16, .block_hashes = {Hash(1), Hash(1)}},
+      KvSnapshot{.epoch = 1, .sequence = 2, .block_size = 16, .block_hashes = {Hash(1), Hash(1)}},
       &snapshot);
   ExpectInvalid(FromProto(snapshot).status(), "KvSnapshot.block_hashes[1] is not greater");
 
   BlockHash low, high;
   high.bytes[0] = 1;
-  ToProto(
-      engine::KvSnapshot{.epoch = 1, .sequence = 2, .block_size = 16, .block_hashes = {high, low}},
-      &snapshot);
+  ToProto(KvSnapshot{.epoch = 1, .sequence = 2, .block_size = 16, .block_hashes = {high, low}},
+          &snapshot);
   ExpectInvalid(FromProto(snapshot).status(), "block_hashes[1]");
 }
 
 }  // namespace
-}  // namespace baton::worker
+}  // namespace baton::kvcache

@@ -1,14 +1,22 @@
-#include "engine/kv_events.h"
+#include "kvcache/kv_events.h"
 
 #include <algorithm>
 #include <utility>
 
-#include "engine/sampler.h"
+#include <random>
 
-namespace baton::engine {
+namespace baton::kvcache {
+namespace {
+
+uint64_t RandomEpoch() {
+  std::random_device device;
+  return (static_cast<uint64_t>(device()) << 32) ^ device();
+}
+
+}  // namespace
 
 KvEventPublisher::KvEventPublisher(int64_t block_size, uint64_t epoch)
-    : block_size_(block_size), epoch_(epoch != 0 ? epoch : (RandomSeed() | 1)) {}
+    : block_size_(block_size), epoch_(epoch != 0 ? epoch : (RandomEpoch() | 1)) {}
 
 uint64_t KvEventPublisher::Subscribe(Subscriber subscriber) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -64,4 +72,4 @@ uint64_t KvEventPublisher::last_sequence() const {
   return sequence_;
 }
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache

@@ -1,11 +1,11 @@
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 
 #include <numeric>
 #include <vector>
 
 #include "gtest/gtest.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 namespace {
 
 // Spec vectors (docs/prefix_cache.md, version 1), computed independently with Python's
@@ -56,4 +56,4 @@ TEST(BlockHashTest, ABlockHashDependsOnEveryEarlierToken) {
 }
 
 }  // namespace
-}  // namespace baton::engine
+}  // namespace baton::kvcache

@@ -1,4 +1,4 @@
-#include "worker/kv_event_proto.h"
+#include "kvcache/kv_event_proto.h"
 
 #include <cstring>
 #include <string>
@@ -7,15 +7,12 @@
 #include "absl/status/status.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "engine/block_hash.h"
+#include "kvcache/block_hash.h"
 
-namespace baton::worker {
+namespace baton::kvcache {
 namespace {
 
 namespace pb = ::baton::internal::v1;
-using engine::BlockHash;
-using engine::kBlockHashSpecVersion;
-using engine::KvEvent;
 
 constexpr size_t kHashBytes = sizeof(BlockHash::bytes);
 
@@ -117,7 +114,7 @@ absl::StatusOr<KvEvent> FromProtoEvent(const pb::KvEvent& in, int index, int64_t
 
 }  // namespace
 
-void ToProto(const engine::KvEventBatch& batch, pb::KvEventBatch* out) {
+void ToProto(const KvEventBatch& batch, pb::KvEventBatch* out) {
   out->Clear();
   out->set_epoch(batch.epoch);
   out->set_sequence(batch.sequence);
@@ -146,7 +143,7 @@ void ToProto(const engine::KvEventBatch& batch, pb::KvEventBatch* out) {
   }
 }
 
-void ToProto(const engine::KvSnapshot& snapshot, pb::KvSnapshot* out) {
+void ToProto(const KvSnapshot& snapshot, pb::KvSnapshot* out) {
   out->Clear();
   out->set_epoch(snapshot.epoch);
   out->set_sequence(snapshot.sequence);
@@ -156,7 +153,7 @@ void ToProto(const engine::KvSnapshot& snapshot, pb::KvSnapshot* out) {
   for (const BlockHash& h : snapshot.block_hashes) out->add_block_hashes(HashBytes(h));
 }
 
-absl::StatusOr<engine::KvEventBatch> FromProto(const pb::KvEventBatch& in) {
+absl::StatusOr<KvEventBatch> FromProto(const pb::KvEventBatch& in) {
   BATON_RETURN_IF_ERROR(CheckHeader("KvEventBatch", in.hash_spec_version(), in.block_size()));
   if (in.sequence() == 0) {
     return absl::InvalidArgumentError("KvEventBatch.sequence is 0; batches are numbered from 1");
@@ -173,7 +170,7 @@ absl::StatusOr<engine::KvEventBatch> FromProto(const pb::KvEventBatch& in) {
   }
   BATON_RETURN_IF_ERROR(CheckHashCount("KvEventBatch", hashes));
 
-  engine::KvEventBatch out;
+  KvEventBatch out;
   out.epoch = in.epoch();
   out.sequence = in.sequence();
   out.block_size = in.block_size();
@@ -185,10 +182,10 @@ absl::StatusOr<engine::KvEventBatch> FromProto(const pb::KvEventBatch& in) {
   return out;
 }
 
-absl::StatusOr<engine::KvSnapshot> FromProto(const pb::KvSnapshot& in) {
+absl::StatusOr<KvSnapshot> FromProto(const pb::KvSnapshot& in) {
   BATON_RETURN_IF_ERROR(CheckHeader("KvSnapshot", in.hash_spec_version(), in.block_size()));
   BATON_RETURN_IF_ERROR(CheckHashCount("KvSnapshot", in.block_hashes_size()));
-  engine::KvSnapshot out;
+  KvSnapshot out;
   out.epoch = in.epoch();
   out.sequence = in.sequence();
   out.block_size = in.block_size();
@@ -206,4 +203,4 @@ absl::StatusOr<engine::KvSnapshot> FromProto(const pb::KvSnapshot& in) {
   return out;
 }
 
-}  // namespace baton::worker
+}  // namespace baton::kvcache

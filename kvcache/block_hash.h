@@ -16,7 +16,7 @@
 #include <utility>
 #include <vector>
 
-namespace baton::engine {
+namespace baton::kvcache {
 
 inline constexpr int kBlockHashSpecVersion = 1;
 
@@ -54,4 +54,4 @@ BlockHash ChainBlockHash(const BlockHash& parent, std::span<const int32_t> token
 std::vector<BlockHash> HashFullBlocks(const BlockHash& root, std::span<const int32_t> tokens,
                                       int64_t block_size);
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache
