@@ -100,6 +100,8 @@ absl::StatusOr<std::unique_ptr<StubWorker>> StubWorker::Start(std::vector<int32_
   std::unique_ptr<StubWorker> s(new StubWorker());
   s->token_ids_ = std::move(token_ids);
   s->service_ = std::make_unique<Service>(s.get(), max_model_len, vocab_size);
+  // The router polls grpc.health.v1 and routes only to workers that answer SERVING.
+  grpc::EnableDefaultHealthCheckService(true);
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(s->service_.get());

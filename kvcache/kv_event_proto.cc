@@ -118,6 +118,7 @@ void ToProto(const KvEventBatch& batch, pb::KvEventBatch* out) {
   out->Clear();
   out->set_epoch(batch.epoch);
   out->set_sequence(batch.sequence);
+  out->set_published_unix_micros(batch.published_unix_micros);
   out->set_block_size(static_cast<uint32_t>(batch.block_size));
   out->set_hash_spec_version(kBlockHashSpecVersion);
   out->mutable_events()->Reserve(static_cast<int>(batch.events.size()));
@@ -173,6 +174,7 @@ absl::StatusOr<KvEventBatch> FromProto(const pb::KvEventBatch& in) {
   KvEventBatch out;
   out.epoch = in.epoch();
   out.sequence = in.sequence();
+  out.published_unix_micros = in.published_unix_micros();
   out.block_size = in.block_size();
   out.events.reserve(in.events_size());
   for (int i = 0; i < in.events_size(); ++i) {

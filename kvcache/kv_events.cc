@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <utility>
 
+#include <chrono>
 #include <random>
 
 namespace baton::kvcache {
@@ -50,6 +51,9 @@ void KvEventPublisher::Publish(std::vector<KvEvent> events) {
   batch.epoch = epoch_;
   batch.sequence = ++sequence_;
   batch.block_size = block_size_;
+  batch.published_unix_micros = std::chrono::duration_cast<std::chrono::microseconds>(
+                                    std::chrono::system_clock::now().time_since_epoch())
+                                    .count();
   batch.events = std::move(events);
   for (auto& [id, subscriber] : subscribers_) subscriber(batch);
 }

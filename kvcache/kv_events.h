@@ -35,6 +35,8 @@ struct KvEventBatch {
   uint64_t epoch = 0;
   uint64_t sequence = 0;  // 1 for the first batch of an epoch
   int64_t block_size = 0;
+  // When the worker published it (its wall clock; 0: unknown): the router's event lag.
+  int64_t published_unix_micros = 0;
   std::vector<KvEvent> events;
 };
 

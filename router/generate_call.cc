@@ -95,8 +95,16 @@ class GenerateCall {
       Advance();
       return;
     }
+    absl::StatusOr<Route> route = c_.pool->Pick(
+        std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
+        wire_.cache_salt());
+    if (!route.ok()) {
+      final_status_ = route.status();
+      Advance();
+      return;
+    }
     worker_started_ = true;
-    route_ = c_.pool->Pick();
+    route_ = *std::move(route);
     if (route_.prefill != nullptr) {
       EnsureSeed(&wire_);
       prefill_ = route_.prefill;
@@ -184,6 +192,7 @@ class GenerateCall {
       reader_->Finish(&worker_status_, &worker_finish_step_);
       return;
     }
+    route_.PromptDone();
     ChoiceDelta d;
     absl::StatusOr<bool> has_delta = decoder_->Process(msg_, &d);
     if (!has_delta.ok()) {

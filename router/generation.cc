@@ -133,6 +133,7 @@ void Generation::StartPrefill(Leg& leg) {
 
 void Generation::OnPrefillDone(Leg& leg, const grpc::Status& s) {
   if (s.ok()) {
+    route_.PromptDone();
     RecordPrefill(route_, s, leg.prefill_resp, {});
     leg.wire.set_kv_transfer_id(leg.transfer_id);
     StartDecode(leg);
@@ -203,6 +204,7 @@ void Generation::Fail(absl::Status status) {
 
 void Generation::OnRead(Leg& leg, bool ok) {
   if (!ok) return;  // the stream ended: OnLegDone follows
+  route_.PromptDone();
   ChoiceDelta d;
   const bool was_ended = leg.decoder.ended();
   absl::StatusOr<bool> has_delta = leg.decoder.Process(leg.msg, &d);

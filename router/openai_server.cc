@@ -213,8 +213,11 @@ class Handler {
   }
 
   int Whole(GenerationRequest request, Run& run, HttpResponder& out) {
+    absl::StatusOr<::baton::router::Route> route =
+        c_.pool->Pick(request.prompt_ids, request.cache_salt);
+    if (!route.ok()) return SendError(out, route.status());
     absl::StatusOr<std::unique_ptr<Generation>> started =
-        Generation::Start(c_.pool->Pick(), c_.model->tokenizer(), std::move(request));
+        Generation::Start(*std::move(route), c_.model->tokenizer(), std::move(request));
     if (!started.ok()) return SendError(out, started.status());
     Generation& gen = **started;
     const uint64_t watch =
@@ -328,8 +331,11 @@ class Handler {
       s.status = status;
       s.cv.notify_all();
     };
+    absl::StatusOr<::baton::router::Route> route =
+        c_.pool->Pick(request.prompt_ids, request.cache_salt);
+    if (!route.ok()) return SendError(out, route.status());
     absl::StatusOr<std::unique_ptr<Generation>> started =
-        Generation::Start(c_.pool->Pick(), c_.model->tokenizer(), std::move(request), callbacks);
+        Generation::Start(*std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
     if (!started.ok()) return SendError(out, started.status());
     Generation* gen = started->get();
     const uint64_t watch =

@@ -58,6 +58,19 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "on the decode worker), local (on the decode worker), none (fail)")
       ->envname("BATON_PREFILL_FAILOVER")
       ->check(CLI::IsMember({"retry", "local", "none"}));
+  cmd->add_option("--policy", f->policy,
+                  "Where requests go: baton (cache-aware cost, the default), round_robin, "
+                  "least_loaded, power_of_two, sglang_cache_aware (docs/routing.md)")
+      ->envname("BATON_POLICY")
+      ->check(CLI::IsMember(RoutingPolicyNames()));
+  cmd->add_flag("--no-kv-events", f->no_kv_events,
+                "Do not follow the workers' KV event streams; the KV index then remembers what "
+                "it sent where (approximate)")
+      ->envname("BATON_NO_KV_EVENTS");
+  cmd->add_option("--approximate-ttl-seconds", f->approximate_ttl_seconds,
+                  "With --no-kv-events: how long the index assumes a worker keeps a prompt")
+      ->envname("BATON_APPROXIMATE_TTL_SECONDS")
+      ->check(CLI::Range(1.0, 86400.0));
 }
 
 void AddWorkerListFlags(CLI::App* cmd, RouterFlags* f) {
@@ -96,7 +109,10 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.prefill_workers = f.prefill_workers;
   o.decode_workers = f.decode_workers;
   if (o.worker.empty() && o.decode_workers.empty()) o.worker = "127.0.0.1:50061";
-  BATON_ASSIGN_OR_RETURN(o.prefill_failover, ParsePrefillFailover(f.prefill_failover));
+  BATON_ASSIGN_OR_RETURN(o.pool.failover, ParsePrefillFailover(f.prefill_failover));
+  o.pool.policy = f.policy;
+  o.pool.kv_events = !f.no_kv_events;
+  o.pool.approximate_ttl = absl::Seconds(f.approximate_ttl_seconds);
   return o;
 }
 

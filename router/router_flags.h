@@ -30,6 +30,9 @@ struct RouterFlags {
   std::string prefill_workers;
   std::string decode_workers;
   std::string prefill_failover = "retry";
+  std::string policy = "baton";
+  bool no_kv_events = false;
+  double approximate_ttl_seconds = 120;
 };
 
 // `with_model`: false where the caller defines --model itself (baton serve).

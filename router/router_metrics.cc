@@ -66,7 +66,75 @@ RouterMetrics::RouterMetrics()
                            .Name("baton_router_prefill_phase_seconds")
                            .Help("Split requests' prefill time by phase, as the prefill worker "
                                  "measured it (queue, compute, transfer, exposed_transfer)")
-                           .Register(*registry_)) {}
+                           .Register(*registry_)),
+      decisions_(
+          prometheus::BuildCounter()
+              .Name("baton_router_routing_decisions_total")
+              .Help("Placements by policy and worker (a split request counts both of its workers)")
+              .Register(*registry_)),
+      expected_hits_(prometheus::BuildCounter()
+                         .Name("baton_router_expected_cached_prompt_tokens_total")
+                         .Help("Prompt tokens the routing policy expected the chosen worker to "
+                               "find cached (compare baton_router_cached_prompt_tokens_total)")
+                         .Register(*registry_)
+                         .Add({})),
+      index_(prometheus::BuildGauge()
+                 .Name("baton_router_kv_index")
+                 .Help("The KV index: distinct blocks, (worker, block) entries, estimated bytes")
+                 .Register(*registry_)),
+      worker_healthy_(prometheus::BuildGauge()
+                          .Name("baton_router_worker_healthy")
+                          .Help("1 while the worker passes its health check, else 0")
+                          .Register(*registry_)),
+      kv_event_gaps_(prometheus::BuildCounter()
+                         .Name("baton_router_kv_event_gaps_total")
+                         .Help("KV event batches out of sequence (a gap or a new epoch), by worker")
+                         .Register(*registry_)),
+      kv_snapshots_(prometheus::BuildCounter()
+                        .Name("baton_router_kv_snapshots_total")
+                        .Help("KV snapshots applied to the index, by worker")
+                        .Register(*registry_)),
+      kv_event_reconnects_(prometheus::BuildCounter()
+                               .Name("baton_router_kv_event_reconnects_total")
+                               .Help("KV event streams that ended and were opened again")
+                               .Register(*registry_)),
+      kv_event_errors_(prometheus::BuildCounter()
+                           .Name("baton_router_kv_event_errors_total")
+                           .Help("KV event batches or snapshots refused as malformed")
+                           .Register(*registry_)),
+      kv_event_lag_(prometheus::BuildHistogram()
+                        .Name("baton_router_kv_event_lag_seconds")
+                        .Help("Worker publish to router receipt of a KV event batch (the two "
+                              "wall clocks)")
+                        .Register(*registry_)
+                        .Add({}, TokenGapBuckets())) {}
+
+void RouterMetrics::CountDecision(std::string_view policy, const std::string& worker) {
+  decisions_.Add({{"policy", std::string(policy)}, {"worker", worker}}).Increment();
+}
+
+void RouterMetrics::SetIndex(int64_t blocks, int64_t entries, int64_t bytes) {
+  index_.Add({{"quantity", "blocks"}}).Set(static_cast<double>(blocks));
+  index_.Add({{"quantity", "entries"}}).Set(static_cast<double>(entries));
+  index_.Add({{"quantity", "bytes"}}).Set(static_cast<double>(bytes));
+}
+
+void RouterMetrics::SetWorkerHealthy(const std::string& worker, bool healthy) {
+  worker_healthy_.Add({{"worker", worker}}).Set(healthy ? 1 : 0);
+}
+
+void RouterMetrics::CountKvEventGap(const std::string& worker) {
+  kv_event_gaps_.Add({{"worker", worker}}).Increment();
+}
+void RouterMetrics::CountKvSnapshot(const std::string& worker) {
+  kv_snapshots_.Add({{"worker", worker}}).Increment();
+}
+void RouterMetrics::CountKvEventReconnect(const std::string& worker) {
+  kv_event_reconnects_.Add({{"worker", worker}}).Increment();
+}
+void RouterMetrics::CountKvEventError(const std::string& worker) {
+  kv_event_errors_.Add({{"worker", worker}}).Increment();
+}
 
 void RouterMetrics::CountPrefill(const std::string& outcome) {
   prefills_.Add({{"outcome", outcome}}).Increment();

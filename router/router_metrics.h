@@ -4,6 +4,7 @@
 
 #include <memory>
 #include <string>
+#include <string_view>
 
 #include "prometheus/counter.h"
 #include "prometheus/family.h"
@@ -35,6 +36,22 @@ class RouterMetrics {
 
   prometheus::Gauge& running() { return running_; }
 
+  // Routing (docs/routing.md): each placement by policy and worker (the serving worker;
+  // a split request also counts its prefill worker), and the prompt tokens the policy
+  // expected to find cached (the tokens that did are baton_router_cached_prompt_tokens_total).
+  void CountDecision(std::string_view policy, const std::string& worker);
+  void AddExpectedHitTokens(int64_t tokens) {
+    expected_hits_.Increment(static_cast<double>(tokens));
+  }
+  void SetIndex(int64_t blocks, int64_t entries, int64_t bytes);
+  void SetWorkerHealthy(const std::string& worker, bool healthy);
+  // KV event streams, per worker.
+  void CountKvEventGap(const std::string& worker);
+  void CountKvSnapshot(const std::string& worker);
+  void CountKvEventReconnect(const std::string& worker);
+  void CountKvEventError(const std::string& worker);
+  void ObserveKvEventLag(double seconds) { kv_event_lag_.Observe(seconds); }
+
  private:
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
@@ -48,6 +65,15 @@ class RouterMetrics {
   prometheus::Gauge& running_;
   prometheus::Family<prometheus::Counter>& prefills_;
   prometheus::Family<prometheus::Histogram>& prefill_seconds_;
+  prometheus::Family<prometheus::Counter>& decisions_;
+  prometheus::Counter& expected_hits_;
+  prometheus::Family<prometheus::Gauge>& index_;
+  prometheus::Family<prometheus::Gauge>& worker_healthy_;
+  prometheus::Family<prometheus::Counter>& kv_event_gaps_;
+  prometheus::Family<prometheus::Counter>& kv_snapshots_;
+  prometheus::Family<prometheus::Counter>& kv_event_reconnects_;
+  prometheus::Family<prometheus::Counter>& kv_event_errors_;
+  prometheus::Histogram& kv_event_lag_;
 };
 
 }  // namespace baton::router

@@ -17,9 +17,10 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   r->options_ = options;
   BATON_ASSIGN_OR_RETURN(
       r->pool_, WorkerPool::Create(options.worker, options.prefill_workers, options.decode_workers,
-                                   options.prefill_failover, &r->metrics_));
+                                   options.pool, &r->metrics_));
   BATON_ASSIGN_OR_RETURN(r->model_, ServedModel::Load(options.tokenizer, options.served_model_name,
                                                       r->pool_->primary(), options.worker_wait));
+  r->pool_->Start(r->model_->worker_info().model_id(), r->model_->worker_info().block_size());
   r->watcher_ = std::make_unique<service::CancelWatcher>();
 
   OpenAiServerContext http_context;

@@ -30,7 +30,7 @@ struct RouterOptions {
   std::string worker = "127.0.0.1:50061";
   std::string prefill_workers;
   std::string decode_workers;
-  PrefillFailover prefill_failover = PrefillFailover::kRetry;
+  PoolOptions pool;               // placement policy, KV index, failover, health polls
   std::string tokenizer;          // model directory, .gguf or tokenizer.json
   std::string served_model_name;  // empty: the worker's model id
   std::string host = "127.0.0.1";

@@ -24,6 +24,7 @@ class WorkerClient {
 
   const std::string& target() const { return target_; }
   baton::internal::v1::Worker::Stub* stub() { return stub_.get(); }
+  const std::shared_ptr<grpc::Channel>& channel() const { return channel_; }
 
   absl::StatusOr<baton::internal::v1::GetModelInfoResponse> GetModelInfo(absl::Duration timeout);
   absl::StatusOr<baton::internal::v1::GetStatsResponse> GetStats(absl::Duration timeout);

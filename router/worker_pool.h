@@ -5,17 +5,27 @@
 // workers and the decode workers; a request that lands on a decode worker takes the next
 // prefill worker, or prefills on the decode worker when there are none.
 //
-// Round-robin is the placement policy for now; the cache-aware router replaces Pick.
+// Placement is a RoutingPolicy's (`--policy`, default Baton's cache-aware cost), over the
+// workers that are healthy now, with the KV index the workers' event streams feed
+// (docs/routing.md). The pool counts what it has in flight on each worker; a Route carries
+// that count and gives it back when the request ends.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <memory>
+#include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
+#include <thread>
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "router/kv_index.h"
 #include "router/router_metrics.h"
+#include "router/routing_policy.h"
 #include "router/worker_client.h"
 
 namespace baton::router {
@@ -32,6 +42,25 @@ enum class PrefillFailover {
 absl::StatusOr<PrefillFailover> ParsePrefillFailover(std::string_view name);
 
 class WorkerPool;
+class KvEventFeed;
+
+// One request's share of the pool's load counts: in flight on its serving worker, and its
+// uncached prompt tokens queued on the worker computing them until PromptDone.
+class RouteLoad {
+ public:
+  RouteLoad(WorkerPool* pool, WorkerId serving, WorkerId computing, int64_t queued_tokens);
+  ~RouteLoad();
+  RouteLoad(const RouteLoad&) = delete;
+  RouteLoad& operator=(const RouteLoad&) = delete;
+  // The prompt is computed (the first token, or the prefill leg, is back). Idempotent.
+  void PromptDone();
+
+ private:
+  WorkerPool* pool_;
+  WorkerId serving_, computing_;
+  int64_t queued_;
+  std::atomic<bool> prompt_done_{false};
+};
 
 // Where one request runs.
 struct Route {
@@ -41,6 +70,22 @@ struct Route {
   WorkerClient* decode = nullptr;
   WorkerClient* prefill = nullptr;
   const WorkerPool* pool = nullptr;  // for failover; null: no retry on another worker
+  std::shared_ptr<RouteLoad> load;   // null for routes made by hand (tests)
+  // Call when the prompt is computed; safe on any route.
+  void PromptDone() const {
+    if (load != nullptr) load->PromptDone();
+  }
+};
+
+struct PoolOptions {
+  PrefillFailover failover = PrefillFailover::kRetry;
+  std::string policy = "baton";  // RoutingPolicyNames()
+  CostModel cost;
+  // Follow the workers' KV event streams; off: the index remembers what it sent where.
+  bool kv_events = true;
+  absl::Duration approximate_ttl = absl::Minutes(2);
+  // Health checks and stats polls (KV usage) of every worker.
+  absl::Duration poll_interval = absl::Seconds(1);
 };
 
 class WorkerPool {
@@ -50,31 +95,63 @@ class WorkerPool {
   static absl::StatusOr<std::unique_ptr<WorkerPool>> Create(std::string_view colocated,
                                                             std::string_view prefill,
                                                             std::string_view decode,
-                                                            PrefillFailover failover,
+                                                            const PoolOptions& options,
                                                             RouterMetrics* metrics = nullptr);
+  ~WorkerPool();
 
-  Route Pick();
+  // Starts the health poller and the KV event feeds, once the model's block hash
+  // namespace is known (the primary worker's GetModelInfo).
+  void Start(std::string model_id, int64_t block_size);
+
+  // Where a request with this prompt runs. Unavailable when no healthy worker can serve.
+  absl::StatusOr<Route> Pick(std::span<const int32_t> prompt_ids, std::string_view cache_salt);
   // A prefill worker other than `failed`, or null when there is none.
   WorkerClient* OtherPrefill(const WorkerClient* failed) const;
   PrefillFailover failover() const { return failover_; }
   // A worker that can answer for the model (GetModelInfo, readiness): the first colocated
   // or decode worker.
-  WorkerClient* primary() const { return serving_.front(); }
+  WorkerClient* primary() const;
   bool disaggregated() const { return !prefill_.empty(); }
   RouterMetrics* metrics() const { return metrics_; }
   const std::vector<std::unique_ptr<WorkerClient>>& all() const { return all_; }
+  const KvIndex& index() const { return *index_; }
+  std::string_view policy_name() const { return policy_->name(); }
+  bool healthy(WorkerId id) const { return states_[id]->healthy.load(); }
+  // Marks a worker down now (a request failed against it); the poller re-admits it.
+  void MarkDown(const WorkerClient* worker);
 
  private:
+  friend class RouteLoad;
+  // The router's live view of one worker; all_[id] is its client.
+  struct State {
+    WorkerRole role = WorkerRole::kColocated;
+    std::atomic<bool> healthy{true};  // until the first poll says otherwise
+    std::atomic<int64_t> in_flight{0};
+    std::atomic<int64_t> queued_tokens{0};
+    std::atomic<int64_t> kv_total{0};
+    std::atomic<int64_t> kv_used{0};
+  };
+
   WorkerPool() = default;
+  void Add(const std::string& target, WorkerRole role);
+  void PollLoop();
+  void PollOnce();
 
   std::vector<std::unique_ptr<WorkerClient>> all_;
-  std::vector<WorkerClient*> serving_;  // colocated, then decode workers
-  std::vector<bool> is_decode_;         // parallel to serving_
+  std::vector<std::unique_ptr<State>> states_;  // parallel to all_
   std::vector<WorkerClient*> prefill_;
   PrefillFailover failover_ = PrefillFailover::kRetry;
+  PoolOptions options_;
   RouterMetrics* metrics_ = nullptr;
-  std::atomic<uint64_t> next_serving_{0};
-  std::atomic<uint64_t> next_prefill_{0};
+  std::unique_ptr<RoutingPolicy> policy_;
+  std::unique_ptr<KvIndex> index_;
+  std::string model_id_;
+  int64_t block_size_ = 0;
+  std::unique_ptr<KvEventFeed> feed_;
+  std::mutex poll_mu_;
+  std::condition_variable poll_cv_;
+  bool stopping_ = false;
+  std::thread poller_;
 };
 
 }  // namespace baton::router

@@ -27,6 +27,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/unit/worker/router_proc.h"
 #include "tests/unit/worker/worker_proc.h"
 
 namespace baton::worker {
@@ -34,28 +35,12 @@ namespace {
 
 namespace ipb = ::baton::internal::v1;
 namespace pb = ::baton::v1;
+using baton::testing::Answer;
 using baton::testing::ChildProcess;
+using baton::testing::Generate;
+using baton::testing::Router;
 
 const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
-
-// A process whose first stdout line names its address(es).
-struct Proc {
-  std::unique_ptr<ChildProcess> process;
-  std::string line;
-
-  explicit Proc(std::vector<std::string> argv) {
-    process = std::make_unique<ChildProcess>(argv);
-    line = process->ReadLine();
-  }
-  std::string Match(const std::string& re) const {
-    std::smatch m;
-    if (!std::regex_search(line, m, std::regex(re))) {
-      ADD_FAILURE() << "no '" << re << "' in '" << line << "'";
-      return "";
-    }
-    return m[1].str();
-  }
-};
 
 // A worker with the bundled model: `baton worker` (colocated) or a role binary.
 struct Worker : baton::testing::WorkerProc {
@@ -66,47 +51,6 @@ struct Worker : baton::testing::WorkerProc {
 };
 
 bool Idle(const ipb::GetStatsResponse& s) { return baton::testing::NoPagesHeld(s); }
-
-struct Router : Proc {
-  int http_port = 0;
-  std::unique_ptr<pb::Baton::Stub> stub;
-
-  explicit Router(std::vector<std::string> workers)
-      : Proc([&] {
-          std::vector<std::string> argv = {BATON_ROUTER_BIN, "--model", kModel, "--port", "0",
-                                           "--grpc-port",    "0"};
-          argv.insert(argv.end(), workers.begin(), workers.end());
-          return argv;
-        }()) {
-    http_port = std::atoi(Match(R"(http://127\.0\.0\.1:(\d+))").c_str());
-    stub = pb::Baton::NewStub(grpc::CreateChannel(
-        "127.0.0.1:" + Match(R"(gRPC 127\.0\.0\.1:(\d+))"), grpc::InsecureChannelCredentials()));
-  }
-};
-
-struct Answer {
-  std::vector<int32_t> ids;
-  std::string text;
-  std::string finish_reason;
-  int logprobs = 0;
-  grpc::Status status;
-};
-
-Answer Generate(Router& r, const pb::GenerateRequest& req, grpc::ClientContext* ctx = nullptr) {
-  grpc::ClientContext local;
-  if (ctx == nullptr) ctx = &local;
-  auto reader = r.stub->Generate(ctx, req);
-  Answer a;
-  pb::GenerateResponse m;
-  while (reader->Read(&m)) {
-    a.ids.insert(a.ids.end(), m.token_ids().begin(), m.token_ids().end());
-    a.text += m.text();
-    a.logprobs += m.logprobs_size();
-    if (m.finished()) a.finish_reason = m.finish_reason();
-  }
-  a.status = reader->Finish();
-  return a;
-}
 
 // POST /v1/completions over a plain socket; the JSON body of the answer.
 nlohmann::json Complete(int port, const nlohmann::json& body) {
@@ -162,7 +106,7 @@ TEST_P(DisaggRouterTest, SplitAndMixedAnswersEqualColocated) {
   Router plain({"--worker", colocated.target});
   Router split({"--prefill-worker", prefill.target, "--decode-worker", decode.target});
   Router mixed({"--worker", colocated.target, "--prefill-worker", prefill.target, "--decode-worker",
-                decode.target});
+                decode.target, "--policy", "round_robin"});
   ASSERT_TRUE(plain.stub && split.stub && mixed.stub);
   for (const pb::GenerateRequest& req : Requests()) {
     SCOPED_TRACE(req.ShortDebugString());
@@ -222,8 +166,8 @@ TEST_P(DisaggRouterTest, AKilledPrefillWorkerIsRetriedOrReplacedByTheDecodeWorke
   Worker second(BATON_PREFILL_BIN, GetParam());
   Router plain({"--worker", colocated.target});
   // The retry goes to the other prefill worker; "local" prefills on the decode worker.
-  Router retry(
-      {"--prefill-worker", first.target + "," + second.target, "--decode-worker", decode.target});
+  Router retry({"--prefill-worker", first.target + "," + second.target, "--decode-worker",
+                decode.target, "--policy", "round_robin"});
   const Answer want = Generate(plain, Slow());
   ASSERT_TRUE(want.status.ok());
   // Connections are long-lived in a cluster: open both prefill workers' UCX endpoints to

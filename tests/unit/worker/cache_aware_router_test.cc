@@ -1,0 +1,120 @@
+// The cache-aware router between real processes on loopback (issue 7): `baton-router` with
+// its default policy in front of two `baton-prefill` and two `baton-decode` workers, its KV
+// index fed by their KV event streams.
+//   - Prompts sharing a prefix land where the prefix is cached: the hit rate is asserted
+//     above what round-robin could reach on the same sequence.
+//   - A killed prefill worker and a killed decode worker are routed around.
+//   - Two routers side by side each build their index from the events: a prefix one
+//     router placed is a hit through the other.
+#include <signal.h>
+
+#include <chrono>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/v1/baton.grpc.pb.h"
+#include "common/strings.h"
+#include "gtest/gtest.h"
+#include "tests/unit/worker/router_proc.h"
+#include "tests/unit/worker/worker_proc.h"
+
+namespace baton::worker {
+namespace {
+
+namespace pb = ::baton::v1;
+using baton::testing::Answer;
+using baton::testing::Generate;
+using baton::testing::Router;
+using baton::testing::WorkerProc;
+
+constexpr int kPrefixTokens = 96;  // six blocks of 16
+
+// Prefix p (kPrefixTokens ids) and a suffix of its own for round r.
+pb::GenerateRequest Shared(int p, int r) {
+  pb::GenerateRequest req;
+  for (int k = 0; k < kPrefixTokens; ++k)
+    req.mutable_token_ids()->add_ids(5 + (p * 389 + k * 17) % 1200);
+  for (int k = 0; k < 8; ++k)
+    req.mutable_token_ids()->add_ids(7 + (r * 131 + p * 7 + k * 29) % 1200);
+  req.mutable_sampling()->set_temperature(0);
+  req.mutable_stop()->set_max_tokens(2);
+  return req;
+}
+
+double Metric(int port, const std::string& series) {
+  return baton::testing::MetricValue(baton::testing::ScrapeMetrics(port), series);
+}
+
+// Waits until the router's index holds at least `blocks` blocks (events arrived).
+bool IndexHolds(const Router& r, double blocks) {
+  for (int i = 0; i < 100; ++i) {
+    if (Metric(r.http_port, R"(baton_router_kv_index{quantity="blocks"})") >= blocks) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  return false;
+}
+
+struct Cluster {
+  WorkerProc p0{{BATON_PREFILL_BIN}, "tcp"}, p1{{BATON_PREFILL_BIN}, "tcp"};
+  WorkerProc d0{{BATON_DECODE_BIN}, "tcp"}, d1{{BATON_DECODE_BIN}, "tcp"};
+  std::vector<std::string> Flags() const {
+    return {"--prefill-worker", p0.target + "," + p1.target, "--decode-worker",
+            d0.target + "," + d1.target};
+  }
+};
+
+TEST(CacheAwareRouterTest, SharedPrefixesLandWhereTheyAreCachedAndDeadWorkersAreAvoided) {
+  Cluster c;
+  Router router(c.Flags());
+  ASSERT_TRUE(router.stub);
+  // Three prefixes, four rounds: round-robin over two prefill workers would compute each
+  // prefix on both (6 hits of 12 at best); placing by the index computes each once.
+  int64_t hits = 0;
+  for (int r = 0; r < 4; ++r) {
+    for (int p = 0; p < 3; ++p) {
+      const Answer a = Generate(router, Shared(p, r));
+      ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+      hits += a.cached_tokens;
+    }
+    if (r == 0) EXPECT_TRUE(IndexHolds(router, 3 * 6)) << "the workers' events reached the index";
+  }
+  EXPECT_GE(hits, 9 * kPrefixTokens) << "every repeat of a prefix was a hit";
+  const double expected =
+      Metric(router.http_port, "baton_router_expected_cached_prompt_tokens_total");
+  EXPECT_GE(expected, 9 * kPrefixTokens) << "the policy expected those hits";
+  EXPECT_NE(baton::testing::ScrapeMetrics(router.http_port)
+                .find(R"(baton_router_routing_decisions_total{policy="baton")"),
+            std::string::npos);
+
+  // A dead prefill worker and a dead decode worker: once the health check notices, every
+  // request goes to the live ones (no retries needed, no errors).
+  c.p0.process->Signal(SIGKILL);
+  c.d1.process->Signal(SIGKILL);
+  std::this_thread::sleep_for(std::chrono::milliseconds(2500));
+  EXPECT_EQ(Metric(router.http_port,
+                   StrCat(R"(baton_router_worker_healthy{worker=")", c.p0.target, "\"}")),
+            0);
+  for (int p = 0; p < 3; ++p) {
+    const Answer a = Generate(router, Shared(p, 9));
+    ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+  }
+}
+
+TEST(CacheAwareRouterTest, TwoRoutersEachLearnFromTheEvents) {
+  Cluster c;
+  Router a(c.Flags());
+  Router b(c.Flags());
+  ASSERT_TRUE(a.stub && b.stub);
+  ASSERT_TRUE(Generate(a, Shared(4, 0)).status.ok());
+  ASSERT_TRUE(IndexHolds(b, 6)) << "router b heard the blocks router a's request stored";
+  const Answer through_b = Generate(b, Shared(4, 1));
+  ASSERT_TRUE(through_b.status.ok());
+  EXPECT_EQ(through_b.cached_tokens, kPrefixTokens) << "b sent it where a had placed the prefix";
+  ASSERT_TRUE(Generate(b, Shared(5, 0)).status.ok());
+  ASSERT_TRUE(IndexHolds(a, 12));
+  EXPECT_EQ(Generate(a, Shared(5, 1)).cached_tokens, kPrefixTokens);
+}
+
+}  // namespace
+}  // namespace baton::worker
