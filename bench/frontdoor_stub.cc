@@ -83,6 +83,7 @@ class StubWorker::Service final : public pb::Worker::Service {
     out->set_max_model_len(max_model_len_);
     out->set_vocab_size(vocab_size_);
     out->set_block_size(16);
+    out->set_block_hash_spec_version(1);  // what a real worker announces
     out->add_eos_token_ids(2);
     return grpc::Status::OK;
   }

@@ -115,7 +115,7 @@ class GenerateCall {
   }
 
   void StartWorker() {
-    reader_ = route_.decode->stub()->PrepareAsyncGenerate(&worker_ctx_, wire_, cq_);
+    reader_ = route_.decode->stub()->PrepareAsyncGenerate(worker_ctx_.get(), wire_, cq_);
     reader_->StartCall(&worker_start_step_);
   }
 
@@ -169,7 +169,7 @@ class GenerateCall {
     // gRPC's "no deadline" is a time point centuries away; only a real one is passed on.
     const auto deadline = ctx_.deadline();
     if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
-      worker_ctx_.set_deadline(deadline);
+      worker_ctx_->set_deadline(deadline);
       has_deadline_ = true;
     }
     request_id_ = built.generation.request_id;
@@ -193,15 +193,16 @@ class GenerateCall {
       return;
     }
     route_.PromptDone();
+    ++worker_messages_;
     ChoiceDelta d;
     absl::StatusOr<bool> has_delta = decoder_->Process(msg_, &d);
     if (!has_delta.ok()) {
       worker_error_ = has_delta.status();
-      worker_ctx_.TryCancel();
+      worker_ctx_->TryCancel();
     } else if (*has_delta) {
       Deliver(d);
       // The worker would generate on; its stream then ends CANCELLED.
-      if (d.finished && decoder_->stopped_by_string()) worker_ctx_.TryCancel();
+      if (d.finished && decoder_->stopped_by_string()) worker_ctx_->TryCancel();
     }
     reader_->Read(&msg_, &worker_read_step_);  // until the worker closes the stream
   }
@@ -232,7 +233,37 @@ class GenerateCall {
     Advance();
   }
 
+  // A serving worker that could not be reached before it sent anything is marked down
+  // and the request starts over, once, on another worker (docs/routing.md).
+  bool Reroute() {
+    if (rerouted_ || worker_messages_ > 0 || client_cancelled_ || client_gone_ ||
+        !worker_error_.ok() || worker_status_.error_code() != grpc::StatusCode::UNAVAILABLE) {
+      return false;
+    }
+    absl::StatusOr<Route> next = RerouteAfterFailure(
+        route_, std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
+        wire_.cache_salt());
+    if (!next.ok()) return false;
+    rerouted_ = true;
+    route_ = *std::move(next);
+    reader_.reset();  // it refers to the old context
+    worker_ctx_ = std::make_unique<grpc::ClientContext>();
+    if (has_deadline_) worker_ctx_->set_deadline(ctx_.deadline());
+    worker_status_ = grpc::Status();
+    wire_.clear_kv_transfer_id();
+    if (route_.prefill != nullptr) {
+      EnsureSeed(&wire_);
+      prefill_ = route_.prefill;
+      ++attempt_;  // a fresh transfer id
+      StartPrefill();
+    } else {
+      StartWorker();
+    }
+    return true;
+  }
+
   void OnWorkerFinish(bool /*ok*/) {
+    if (Reroute()) return;
     worker_done_ = true;
     final_status_ = !worker_error_.ok()
                         ? worker_error_
@@ -253,6 +284,11 @@ class GenerateCall {
     } else if (final_status_.has_value()) {
       finishing_ = true;
       finish_status_ = *final_status_;
+      // An overloaded or workerless router asks the client to come back (gRPC's retry
+      // pushback, the counterpart of HTTP's Retry-After).
+      if (absl::IsUnavailable(finish_status_) || absl::IsResourceExhausted(finish_status_)) {
+        ctx_.AddTrailingMetadata("grpc-retry-pushback-ms", "1000");
+      }
       responder_.Finish(ToGrpc(finish_status_), &finish_step_);
     }
   }
@@ -262,7 +298,7 @@ class GenerateCall {
     if (!ok) {  // the client went away: drop what is gathered and stop the worker
       client_gone_ = true;
       has_pending_ = false;
-      worker_ctx_.TryCancel();
+      worker_ctx_->TryCancel();
     }
     Advance();
   }
@@ -277,7 +313,7 @@ class GenerateCall {
     if (ctx_.IsCancelled()) {  // a cancel or the deadline; after a normal finish it is false
       client_cancelled_ = true;
       // A context cancelled before its call starts cancels the call as it starts.
-      if (worker_started_) worker_ctx_.TryCancel();
+      if (worker_started_) worker_ctx_->TryCancel();
       if (prefill_in_flight_) prefill_ctx_->TryCancel();
     }
     MaybeDelete();
@@ -324,7 +360,9 @@ class GenerateCall {
   grpc::Status prefill_status_;
   bool prefill_in_flight_ = false;
 
-  grpc::ClientContext worker_ctx_;
+  std::unique_ptr<grpc::ClientContext> worker_ctx_ = std::make_unique<grpc::ClientContext>();
+  int worker_messages_ = 0;  // from the serving worker, on this route
+  bool rerouted_ = false;    // the one retry on another serving worker was used
   ipb::GenerateRequest wire_;
   std::unique_ptr<grpc::ClientAsyncReader<ipb::GenerateResponse>> reader_;
   ipb::GenerateResponse msg_;

@@ -28,6 +28,7 @@ class Generation::Leg final : public grpc::ClientReadReactor<pb::GenerateRespons
   pb::GenerateRequest wire;
   pb::GenerateResponse msg;
   ChoiceDecoder decoder;  // used only on this leg's read path, one read at a time
+  int messages = 0;       // read from the worker
 
   // The prefill leg of a split route; one attempt at a time.
   int attempt = 0;
@@ -101,10 +102,14 @@ absl::Status Generation::StartLegs() {
   }
   open_legs_ = r.n;
   started_ = true;
-  for (auto& leg : legs_) {
-    if (route_.prefill != nullptr) {
+  // A leg's callbacks may reroute it (adding a leg) while later legs are being started.
+  std::vector<Leg*> to_start;
+  for (auto& leg : legs_) to_start.push_back(leg.get());
+  WorkerClient* const prefill = route_.prefill;
+  for (Leg* leg : to_start) {
+    if (prefill != nullptr) {
       EnsureSeed(&leg->wire);
-      leg->prefill = route_.prefill;
+      leg->prefill = prefill;
       StartPrefill(*leg);
     } else {
       StartDecode(*leg);
@@ -185,8 +190,9 @@ void Generation::Cancel() {
 }
 
 void Generation::CancelAll() {
-  // legs_ does not change once the calls started; TryCancel is thread-safe, and a context
+  // TryCancel is thread-safe, and a context
   // cancelled before its call starts cancels the call as it starts.
+  std::lock_guard<std::mutex> legs_lock(legs_mu_);
   for (auto& leg : legs_) {
     leg->ctx.TryCancel();
     std::lock_guard<std::mutex> lock(leg->prefill_mu);
@@ -204,6 +210,7 @@ void Generation::Fail(absl::Status status) {
 
 void Generation::OnRead(Leg& leg, bool ok) {
   if (!ok) return;  // the stream ended: OnLegDone follows
+  ++leg.messages;
   route_.PromptDone();
   ChoiceDelta d;
   const bool was_ended = leg.decoder.ended();
@@ -235,7 +242,41 @@ absl::Status StreamEndStatus(const ChoiceDecoder& decoder, bool cancelled,
       StrCat("the worker at ", worker.target(), " ended a stream without its final message"));
 }
 
+bool Generation::Reroute(const Leg& leg, const grpc::Status& s) {
+  // One request (n = 1) whose worker could not be reached before it sent anything. With
+  // several choices the other legs may be streaming from the same route; they are not
+  // moved.
+  if (request_.n != 1 || rerouted_ || leg.messages > 0 ||
+      s.error_code() != grpc::StatusCode::UNAVAILABLE || cancelled()) {
+    return false;
+  }
+  absl::StatusOr<Route> next =
+      RerouteAfterFailure(route_, request_.prompt_ids, request_.cache_salt);
+  if (!next.ok()) return false;
+  absl::StatusOr<pb::GenerateRequest> wire = WorkerRequest(request_, 0);
+  if (!wire.ok()) return false;
+  rerouted_ = true;
+  route_ = *std::move(next);
+  auto fresh = std::make_unique<Leg>(this, 0, *std::move(wire));
+  if (request_.deadline) fresh->ctx.set_deadline(*request_.deadline);
+  Leg* raw = fresh.get();
+  {
+    std::lock_guard<std::mutex> lock(legs_mu_);
+    legs_.push_back(std::move(fresh));
+  }
+  if (cancelled()) raw->ctx.TryCancel();  // a Cancel that came before the push
+  if (route_.prefill != nullptr) {
+    EnsureSeed(&raw->wire);
+    raw->prefill = route_.prefill;
+    StartPrefill(*raw);
+  } else {
+    StartDecode(*raw);
+  }
+  return true;
+}
+
 void Generation::OnLegDone(Leg& leg, const grpc::Status& s) {
+  if (Reroute(leg, s)) return;
   bool cancelled = false;
   {
     std::lock_guard<std::mutex> lock(mu_);

@@ -92,6 +92,8 @@ class Generation {
   bool cancelled() const;
   void OnRead(Leg& leg, bool ok);
   void OnLegDone(Leg& leg, const grpc::Status& s);
+  // Starts the request over on another worker when that is safe; true when it did.
+  bool Reroute(const Leg& leg, const grpc::Status& s);
   void Fail(absl::Status status);
   void CancelAll();
 
@@ -99,7 +101,11 @@ class Generation {
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   GenerationRequest request_;
   GenerationCallbacks callbacks_;
-  std::vector<std::unique_ptr<Leg>> legs_;  // fixed once started
+  // One per choice, plus a leg that replaced one on a rerouted request (the replaced one
+  // stays: its reactor may still be returning).
+  std::mutex legs_mu_;
+  std::vector<std::unique_ptr<Leg>> legs_;
+  bool rerouted_ = false;
 
   std::mutex deliver_mu_;  // serializes on_delta
 

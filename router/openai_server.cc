@@ -79,7 +79,12 @@ class Handler {
 
   int SendError(HttpResponder& out, const absl::Status& status) {
     const ApiError e = ToApiError(status);
-    out.Send(e.http_status, kJson, ErrorJson(e));
+    // 429 (every worker at its in-flight limit) and 503 (no healthy worker) pass soon.
+    if (e.http_status == 429 || e.http_status == 503) {
+      out.Send(e.http_status, kJson, ErrorJson(e), {{"Retry-After", "1"}});
+    } else {
+      out.Send(e.http_status, kJson, ErrorJson(e));
+    }
     return e.http_status;
   }
 

@@ -71,6 +71,11 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "With --no-kv-events: how long the index assumes a worker keeps a prompt")
       ->envname("BATON_APPROXIMATE_TTL_SECONDS")
       ->check(CLI::Range(1.0, 86400.0));
+  cmd->add_option("--max-inflight-per-worker", f->max_inflight_per_worker,
+                  "Requests in flight on one worker beyond which the router answers 429 with "
+                  "Retry-After (0: no limit)")
+      ->envname("BATON_MAX_INFLIGHT_PER_WORKER")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
 }
 
 void AddWorkerListFlags(CLI::App* cmd, RouterFlags* f) {
@@ -113,6 +118,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.pool.policy = f.policy;
   o.pool.kv_events = !f.no_kv_events;
   o.pool.approximate_ttl = absl::Seconds(f.approximate_ttl_seconds);
+  o.pool.max_inflight_per_worker = f.max_inflight_per_worker;
   return o;
 }
 

@@ -33,6 +33,7 @@ struct RouterFlags {
   std::string policy = "baton";
   bool no_kv_events = false;
   double approximate_ttl_seconds = 120;
+  int64_t max_inflight_per_worker = 512;
 };
 
 // `with_model`: false where the caller defines --model itself (baton serve).

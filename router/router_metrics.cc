@@ -107,7 +107,13 @@ RouterMetrics::RouterMetrics()
                         .Help("Worker publish to router receipt of a KV event batch (the two "
                               "wall clocks)")
                         .Register(*registry_)
-                        .Add({}, TokenGapBuckets())) {}
+                        .Add({}, TokenGapBuckets())),
+      reroutes_(prometheus::BuildCounter()
+                    .Name("baton_router_reroutes_total")
+                    .Help("Requests started again on another worker after theirs could not be "
+                          "reached before it sent anything")
+                    .Register(*registry_)
+                    .Add({})) {}
 
 void RouterMetrics::CountDecision(std::string_view policy, const std::string& worker) {
   decisions_.Add({{"policy", std::string(policy)}, {"worker", worker}}).Increment();

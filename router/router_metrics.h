@@ -51,6 +51,9 @@ class RouterMetrics {
   void CountKvEventReconnect(const std::string& worker);
   void CountKvEventError(const std::string& worker);
   void ObserveKvEventLag(double seconds) { kv_event_lag_.Observe(seconds); }
+  // A request started again on another worker: its own could not be reached before it
+  // sent anything.
+  void CountReroute() { reroutes_.Increment(); }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -74,6 +77,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& kv_event_reconnects_;
   prometheus::Family<prometheus::Counter>& kv_event_errors_;
   prometheus::Histogram& kv_event_lag_;
+  prometheus::Counter& reroutes_;
 };
 
 }  // namespace baton::router

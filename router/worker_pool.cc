@@ -1,6 +1,7 @@
 #include "router/worker_pool.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -102,9 +103,11 @@ void WorkerPool::PollLoop() {
 
 void WorkerPool::PollOnce() {
   const absl::Duration timeout = std::max(options_.poll_interval / 2, absl::Milliseconds(200));
+  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
   for (size_t i = 0; i < all_.size(); ++i) {
     State& st = *states_[i];
-    const bool ok = all_[i]->CheckHealth(timeout).ok();
+    bool ok = all_[i]->CheckHealth(timeout).ok() && now_ns >= st.down_until_ns.load();
+    if (ok && !st.model_checked.load()) ok = CheckModel(i, timeout);
     if (ok) {
       absl::StatusOr<baton::internal::v1::GetStatsResponse> stats = all_[i]->GetStats(timeout);
       if (stats.ok()) {
@@ -112,7 +115,10 @@ void WorkerPool::PollOnce() {
         st.kv_used.store(stats->pages_used());
       }
     }
-    st.healthy.store(ok);
+    if (st.healthy.exchange(ok) != ok) {
+      std::fprintf(stderr, "baton-router: worker %s is %s\n", all_[i]->target().c_str(),
+                   ok ? "back" : "down; routing around it");
+    }
     if (metrics_ != nullptr) metrics_->SetWorkerHealthy(all_[i]->target(), ok);
   }
   if (metrics_ != nullptr) {
@@ -120,10 +126,34 @@ void WorkerPool::PollOnce() {
   }
 }
 
+bool WorkerPool::CheckModel(size_t i, absl::Duration timeout) {
+  if (block_size_ == 0) return true;  // not started: nothing to compare with
+  absl::StatusOr<baton::internal::v1::GetModelInfoResponse> info = all_[i]->GetModelInfo(timeout);
+  if (!info.ok()) return false;
+  if (info->model_id() != model_id_ || info->block_size() != block_size_ ||
+      info->block_hash_spec_version() != static_cast<uint32_t>(kvcache::kBlockHashSpecVersion)) {
+    // Blocks hashed for another model or block size would never match: refuse the worker
+    // (and say so once, not at every poll).
+    if (states_[i]->model_refused.exchange(true)) return false;
+    std::fprintf(stderr,
+                 "baton-router: worker %s serves model '%s' with block size %lld (hash spec %u); "
+                 "this pool serves '%s' with %lld (spec %d). Not routing to it; restart it "
+                 "with the pool's model and --block-size\n",
+                 all_[i]->target().c_str(), info->model_id().c_str(),
+                 static_cast<long long>(info->block_size()), info->block_hash_spec_version(),
+                 model_id_.c_str(), static_cast<long long>(block_size_),
+                 kvcache::kBlockHashSpecVersion);
+    return false;
+  }
+  states_[i]->model_checked.store(true);
+  return true;
+}
+
 void WorkerPool::MarkDown(const WorkerClient* worker) {
   for (size_t i = 0; i < all_.size(); ++i) {
     if (all_[i].get() != worker) continue;
     states_[i]->healthy.store(false);
+    states_[i]->down_until_ns.store(absl::ToUnixNanos(absl::Now() + options_.down_for));
     if (metrics_ != nullptr) metrics_->SetWorkerHealthy(worker->target(), false);
   }
 }
@@ -138,9 +168,15 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
   }
   std::vector<WorkerView> views;
   views.reserve(all_.size());
+  bool at_limit = false;
   for (size_t i = 0; i < all_.size(); ++i) {
     const State& st = *states_[i];
     if (!st.healthy.load()) continue;
+    if (options_.max_inflight_per_worker > 0 && st.role != WorkerRole::kPrefill &&
+        st.in_flight.load() >= options_.max_inflight_per_worker) {
+      at_limit = true;
+      continue;
+    }
     views.push_back({.id = static_cast<WorkerId>(i),
                      .role = st.role,
                      .running = st.in_flight.load(),
@@ -154,11 +190,17 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
                                  .prompt_tokens = static_cast<int64_t>(prompt_ids.size()),
                                  .session = 0,
                                  .now = now};
-  BATON_ASSIGN_OR_RETURN(
-      Placement p,
+  absl::StatusOr<Placement> placed =
       policy_->Place(request, PoolView{.workers = views,
                                        .index = index_.get(),
-                                       .block_size = block_size_ > 0 ? block_size_ : 16}));
+                                       .block_size = block_size_ > 0 ? block_size_ : 16});
+  if (!placed.ok() && at_limit) {
+    return absl::ResourceExhaustedError(
+        StrCat("every worker has --max-inflight-per-worker=", options_.max_inflight_per_worker,
+               " requests in flight; retry after a second, or add workers"));
+  }
+  BATON_RETURN_IF_ERROR(placed.status());
+  const Placement& p = *placed;
   Route route(all_[p.decode].get());
   const WorkerId computing = p.prefill != kNoWorker ? p.prefill : p.decode;
   if (p.prefill != kNoWorker) {
@@ -194,6 +236,18 @@ WorkerClient* WorkerPool::primary() const {
     if (states_[i]->role != WorkerRole::kPrefill) return all_[i].get();
   }
   return nullptr;
+}
+
+absl::StatusOr<Route> RerouteAfterFailure(const Route& failed, std::span<const int32_t> prompt_ids,
+                                          std::string_view cache_salt) {
+  WorkerPool* pool = failed.load != nullptr ? failed.load->pool() : nullptr;
+  if (pool == nullptr || failed.decode == nullptr) {
+    return absl::UnavailableError("no other worker to retry on");
+  }
+  pool->MarkDown(failed.decode);
+  BATON_ASSIGN_OR_RETURN(Route next, pool->Pick(prompt_ids, cache_salt));
+  if (pool->metrics() != nullptr) pool->metrics()->CountReroute();
+  return next;
 }
 
 RouteLoad::RouteLoad(WorkerPool* pool, WorkerId serving, WorkerId computing, int64_t queued_tokens)

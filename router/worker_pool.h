@@ -54,6 +54,7 @@ class RouteLoad {
   RouteLoad& operator=(const RouteLoad&) = delete;
   // The prompt is computed (the first token, or the prefill leg, is back). Idempotent.
   void PromptDone();
+  WorkerPool* pool() const { return pool_; }
 
  private:
   WorkerPool* pool_;
@@ -86,7 +87,19 @@ struct PoolOptions {
   absl::Duration approximate_ttl = absl::Minutes(2);
   // Health checks and stats polls (KV usage) of every worker.
   absl::Duration poll_interval = absl::Seconds(1);
+  // Requests in flight on one serving worker beyond which it takes no more; when every
+  // healthy worker is there, Pick is ResourceExhausted (HTTP 429). 0: no limit.
+  int64_t max_inflight_per_worker = 512;
+  // A worker marked down after a failed request stays out at least this long, even if
+  // its health check passes (a circuit breaker: a flapping worker is not retried at once).
+  absl::Duration down_for = absl::Seconds(5);
 };
+
+// After `failed.decode` could not be reached, before it sent anything: marks that worker
+// down and places the request again (on the workers still healthy). Unavailable when the
+// route was made by hand (no pool) or nothing else can serve.
+absl::StatusOr<Route> RerouteAfterFailure(const Route& failed, std::span<const int32_t> prompt_ids,
+                                          std::string_view cache_salt);
 
 class WorkerPool {
  public:
@@ -125,7 +138,10 @@ class WorkerPool {
   // The router's live view of one worker; all_[id] is its client.
   struct State {
     WorkerRole role = WorkerRole::kColocated;
-    std::atomic<bool> healthy{true};  // until the first poll says otherwise
+    std::atomic<bool> healthy{true};         // until the first poll says otherwise
+    std::atomic<int64_t> down_until_ns{0};   // MarkDown: not re-admitted before this
+    std::atomic<bool> model_checked{false};  // GetModelInfo matched the pool's model
+    std::atomic<bool> model_refused{false};  // it did not (logged once)
     std::atomic<int64_t> in_flight{0};
     std::atomic<int64_t> queued_tokens{0};
     std::atomic<int64_t> kv_total{0};
@@ -136,6 +152,8 @@ class WorkerPool {
   void Add(const std::string& target, WorkerRole role);
   void PollLoop();
   void PollOnce();
+  // Whether worker i serves the pool's model, block size and hash spec (logs why not).
+  bool CheckModel(size_t i, absl::Duration timeout);
 
   std::vector<std::unique_ptr<WorkerClient>> all_;
   std::vector<std::unique_ptr<State>> states_;  // parallel to all_

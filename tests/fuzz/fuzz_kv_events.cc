@@ -75,7 +75,7 @@ void ExerciseBatch(const uint8_t* data, size_t size) {
 void ExerciseSnapshot(const uint8_t* data, size_t size) {
   pb::KvSnapshot wire;
   if (!wire.ParseFromArray(data, static_cast<int>(size))) return;
-  absl::StatusOr<baton::KvSnapshot> snapshot = baton::kvcache::FromProto(wire);
+  absl::StatusOr<baton::kvcache::KvSnapshot> snapshot = baton::kvcache::FromProto(wire);
   if (!snapshot.ok()) {
     Require(snapshot.status().code() == absl::StatusCode::kInvalidArgument);
     Require(!snapshot.status().message().empty());
@@ -89,7 +89,7 @@ void ExerciseSnapshot(const uint8_t* data, size_t size) {
   }
   pb::KvSnapshot again;
   baton::kvcache::ToProto(*snapshot, &again);
-  absl::StatusOr<baton::KvSnapshot> round = baton::kvcache::FromProto(again);
+  absl::StatusOr<baton::kvcache::KvSnapshot> round = baton::kvcache::FromProto(again);
   Require(round.ok() && round->epoch == snapshot->epoch && round->sequence == snapshot->sequence &&
           round->block_size == snapshot->block_size &&
           round->block_hashes == snapshot->block_hashes);

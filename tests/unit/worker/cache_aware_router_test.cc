@@ -101,6 +101,64 @@ TEST(CacheAwareRouterTest, SharedPrefixesLandWhereTheyAreCachedAndDeadWorkersAre
   }
 }
 
+TEST(CacheAwareRouterTest, AnUnreachableWorkerIsRetriedElsewhereAndAFullPoolAnswers429) {
+  // The first worker computes prompts one token per step, so a long prompt stays in flight.
+  WorkerProc slow{{BATON_DECODE_BIN}, "tcp", {"--max-prefill-chunk", "1"}};
+  WorkerProc other{{BATON_DECODE_BIN}, "tcp"};
+  WorkerProc third{{BATON_DECODE_BIN}, "tcp"};
+  Router router({"--decode-worker", slow.target + "," + other.target + "," + third.target,
+                 "--policy", "round_robin", "--max-inflight-per-worker", "1"});
+  ASSERT_TRUE(router.stub);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Generate(router, Shared(0, i)).status.ok());
+  // Killed, and asked at once, before a health poll can notice: round-robin sends one of
+  // the next requests there, and the router starts it over on the live worker.
+  other.process->Signal(SIGKILL);
+  for (int i = 0; i < 4; ++i) {
+    const Answer a = Generate(router, Shared(1, i));
+    ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+  }
+  EXPECT_GE(Metric(router.http_port, "baton_router_reroutes_total"), 1);
+  // The same through the HTTP front door.
+  third.process->Signal(SIGKILL);
+  for (int i = 0; i < 3; ++i) {
+    const nlohmann::json got = baton::testing::Complete(
+        router.http_port, {{"prompt", "Once upon a time"}, {"max_tokens", 3}, {"seed", i}});
+    ASSERT_TRUE(got.contains("choices")) << got.dump();
+  }
+  EXPECT_GE(Metric(router.http_port, "baton_router_reroutes_total"), 2);
+  // One request in flight on the only live worker, whose limit is 1: the next is refused
+  // with RESOURCE_EXHAUSTED and a retry pushback, and the first still completes.
+  pb::GenerateRequest long_prompt;
+  for (int k = 0; k < 400; ++k) long_prompt.mutable_token_ids()->add_ids(3 + (k * 31) % 1200);
+  long_prompt.mutable_stop()->set_max_tokens(4);
+  baton::testing::AsyncGenerate busy(router, long_prompt);
+  ASSERT_GT(slow.WaitFor([](const auto& s) { return s.running() + s.waiting() > 0; }, 20).running(),
+            0);
+  grpc::ClientContext ctx;
+  const Answer refused = Generate(router, Shared(2, 0), &ctx);
+  EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
+      << refused.status.error_message();
+  EXPECT_NE(refused.status.error_message().find("--max-inflight-per-worker=1"), std::string::npos);
+  const auto& trailers = ctx.GetServerTrailingMetadata();
+  EXPECT_EQ(trailers.count("grpc-retry-pushback-ms"), 1u);
+  busy.thread.join();
+  EXPECT_TRUE(busy.answer.status.ok()) << busy.answer.status.error_message();
+}
+
+TEST(CacheAwareRouterTest, AWorkerWithAnotherBlockSizeIsRefused) {
+  WorkerProc good{{BATON_DECODE_BIN}, "tcp"};
+  WorkerProc odd{{BATON_DECODE_BIN}, "tcp", {"--block-size", "32"}};
+  Router router({"--decode-worker", good.target + "," + odd.target, "--policy", "round_robin"});
+  ASSERT_TRUE(router.stub);
+  EXPECT_EQ(Metric(router.http_port,
+                   StrCat(R"(baton_router_worker_healthy{worker=")", odd.target, "\"}")),
+            0)
+      << "its block hashes could never match the pool's";
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(Generate(router, Shared(0, i)).status.ok());
+  EXPECT_EQ(odd.Stats().requests_finished(), 0);
+  EXPECT_EQ(good.Stats().requests_finished(), 4);
+}
+
 TEST(CacheAwareRouterTest, TwoRoutersEachLearnFromTheEvents) {
   Cluster c;
   Router a(c.Flags());

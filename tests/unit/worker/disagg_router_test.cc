@@ -36,7 +36,9 @@ namespace {
 namespace ipb = ::baton::internal::v1;
 namespace pb = ::baton::v1;
 using baton::testing::Answer;
+using baton::testing::AsyncGenerate;
 using baton::testing::ChildProcess;
+using baton::testing::Complete;
 using baton::testing::Generate;
 using baton::testing::Router;
 
@@ -51,30 +53,6 @@ struct Worker : baton::testing::WorkerProc {
 };
 
 bool Idle(const ipb::GetStatsResponse& s) { return baton::testing::NoPagesHeld(s); }
-
-// POST /v1/completions over a plain socket; the JSON body of the answer.
-nlohmann::json Complete(int port, const nlohmann::json& body) {
-  const std::string payload = body.dump();
-  const std::string request = StrCat(
-      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
-      "Connection: close\r\nContent-Length: ",
-      payload.size(), "\r\n\r\n", payload);
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_port = htons(static_cast<uint16_t>(port));
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string response;
-  if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
-      write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
-    char buf[4096];
-    for (ssize_t n; (n = read(fd, buf, sizeof(buf))) > 0;) response.append(buf, n);
-  }
-  close(fd);
-  const size_t body_at = response.find("\r\n\r\n");
-  if (body_at == std::string::npos) return nullptr;
-  return nlohmann::json::parse(response.substr(body_at + 4), nullptr, false);
-}
 
 std::vector<pb::GenerateRequest> Requests() {
   std::vector<pb::GenerateRequest> out;
@@ -144,18 +122,6 @@ pb::GenerateRequest Slow() {
   return r;
 }
 const std::vector<std::string> kSlow = {"--max-prefill-chunk", "1", "--max-batched-tokens", "256"};
-
-struct AsyncGenerate {
-  grpc::ClientContext ctx;
-  Answer answer;
-  std::thread thread;
-  AsyncGenerate(Router& r, const pb::GenerateRequest& req) {
-    thread = std::thread([&, req] { answer = Generate(r, req, &ctx); });
-  }
-  ~AsyncGenerate() {
-    if (thread.joinable()) thread.join();
-  }
-};
 
 bool Reserved(const ipb::GetStatsResponse& s) { return s.kv_reservations() > 0; }
 

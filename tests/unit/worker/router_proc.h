@@ -7,12 +7,16 @@
 #include <memory>
 #include <regex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baton/v1/baton.grpc.pb.h"
+#include "common/strings.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/unit/transport/ucx_test_util.h"
+#include "tests/unit/worker/worker_proc.h"
 
 namespace baton::testing {
 
@@ -84,5 +88,30 @@ Answer Generate(Router& r, const pb::GenerateRequest& req, grpc::ClientContext* 
   a.status = reader->Finish();
   return a;
 }
+
+// POST /v1/completions over a plain socket; the JSON body of the answer.
+inline nlohmann::json Complete(int port, const nlohmann::json& body) {
+  const std::string payload = body.dump();
+  const std::string request = StrCat(
+      "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+      "Connection: close\r\nContent-Length: ",
+      payload.size(), "\r\n\r\n", payload);
+  const std::string answer = HttpExchange(port, request);
+  if (answer.empty()) return nullptr;
+  return nlohmann::json::parse(answer, nullptr, false);
+}
+
+// A Generate call on its own thread; `ctx` cancels it.
+struct AsyncGenerate {
+  grpc::ClientContext ctx;
+  Answer answer;
+  std::thread thread;
+  AsyncGenerate(Router& r, const pb::GenerateRequest& req) {
+    thread = std::thread([&, req] { answer = Generate(r, req, &ctx); });
+  }
+  ~AsyncGenerate() {
+    if (thread.joinable()) thread.join();
+  }
+};
 
 }  // namespace baton::testing

@@ -81,14 +81,14 @@ struct WorkerProc {
   }
 };
 
-// GET /metrics from a worker's --metrics-port: the body, or "" when it did not answer.
-inline std::string ScrapeMetrics(int port) {
+// Sends `request` to 127.0.0.1:`port` and reads until the server closes: the response's
+// body, or "" when nothing (or no header end) came back.
+inline std::string HttpExchange(int port, const std::string& request) {
   const int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in addr{};
   addr.sin_family = AF_INET;
   addr.sin_port = htons(static_cast<uint16_t>(port));
   addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  const std::string request = "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
   std::string response;
   if (connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0 &&
       write(fd, request.data(), request.size()) == static_cast<ssize_t>(request.size())) {
@@ -98,6 +98,11 @@ inline std::string ScrapeMetrics(int port) {
   close(fd);
   const size_t body = response.find("\r\n\r\n");
   return body == std::string::npos ? "" : response.substr(body + 4);
+}
+
+// GET /metrics from a worker's --metrics-port (or a router's HTTP port): the body.
+inline std::string ScrapeMetrics(int port) {
+  return HttpExchange(port, "GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
 }
 
 // The value of the sample line that starts with `series` (name and labels), or -1.
