@@ -81,13 +81,16 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
 void AddWorkerListFlags(CLI::App* cmd, RouterFlags* f) {
   cmd->add_option("--worker", f->worker,
                   "Colocated workers' internal gRPC addresses (host:port, comma-separated; "
-                  "default 127.0.0.1:50061 unless --decode-worker is given)")
+                  "dns:HOST:PORT for every address a name such as a Kubernetes headless "
+                  "Service resolves to, re-resolved every 10 s; default 127.0.0.1:50061 "
+                  "unless --decode-worker is given)")
       ->envname("BATON_WORKER");
   cmd->add_option("--prefill-worker", f->prefill_workers,
-                  "Prefill workers (baton-prefill), comma-separated host:port")
+                  "Prefill workers (baton-prefill), comma-separated host:port or dns:HOST:PORT")
       ->envname("BATON_PREFILL_WORKERS");
   cmd->add_option("--decode-worker", f->decode_workers,
-                  "Decode workers (baton-decode), comma-separated host:port; with these and "
+                  "Decode workers (baton-decode), comma-separated host:port or dns:HOST:PORT; "
+                  "with these and "
                   "without --worker, only split workers serve")
       ->envname("BATON_DECODE_WORKERS");
 }

@@ -1,8 +1,14 @@
 #include "router/worker_pool.h"
 
+#include <arpa/inet.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
 #include <algorithm>
 #include <cstdio>
 
+#include "absl/strings/numbers.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "kvcache/block_hash.h"
@@ -36,6 +42,36 @@ absl::StatusOr<PrefillFailover> ParsePrefillFailover(std::string_view name) {
       StrCat("--prefill-failover is '", name, "'; it must be retry, local or none"));
 }
 
+std::vector<std::string> ResolveTargets(const std::string& host, int port,
+                                        const PoolOptions& options) {
+  std::vector<std::string> addresses;
+  if (options.resolve) {
+    addresses = options.resolve(host);
+  } else {
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    addrinfo* found = nullptr;
+    if (getaddrinfo(host.c_str(), nullptr, &hints, &found) == 0) {
+      for (addrinfo* a = found; a != nullptr; a = a->ai_next) {
+        char text[INET6_ADDRSTRLEN] = {};
+        const void* raw =
+            a->ai_family == AF_INET
+                ? static_cast<const void*>(&reinterpret_cast<sockaddr_in*>(a->ai_addr)->sin_addr)
+                : static_cast<const void*>(&reinterpret_cast<sockaddr_in6*>(a->ai_addr)->sin6_addr);
+        if (inet_ntop(a->ai_family, raw, text, sizeof(text)) == nullptr) continue;
+        addresses.push_back(a->ai_family == AF_INET6 ? StrCat("[", text, "]") : text);
+      }
+      freeaddrinfo(found);
+    }
+  }
+  std::vector<std::string> targets;
+  for (const std::string& a : addresses) targets.push_back(StrCat(a, ":", port));
+  std::sort(targets.begin(), targets.end());
+  targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
+  return targets;
+}
+
 absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::string_view colocated,
                                                                std::string_view prefill,
                                                                std::string_view decode,
@@ -47,27 +83,93 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::string_view 
   pool->metrics_ = metrics;
   BATON_ASSIGN_OR_RETURN(pool->policy_, MakeRoutingPolicy(options.policy, options.cost));
   pool->index_ = std::make_unique<KvIndex>(options.approximate_ttl);
-  for (const std::string& t : SplitList(colocated)) pool->Add(t, WorkerRole::kColocated);
-  for (const std::string& t : SplitList(decode)) pool->Add(t, WorkerRole::kDecode);
-  for (const std::string& t : SplitList(prefill)) pool->Add(t, WorkerRole::kPrefill);
-  if (pool->all_.size() == pool->prefill_.size()) {
+  pool->slots_ = std::make_unique<std::unique_ptr<Slot>[]>(kMaxIndexedWorkers);
+  BATON_RETURN_IF_ERROR(pool->AddEntries(colocated, WorkerRole::kColocated));
+  BATON_RETURN_IF_ERROR(pool->AddEntries(decode, WorkerRole::kDecode));
+  BATON_RETURN_IF_ERROR(pool->AddEntries(prefill, WorkerRole::kPrefill));
+  bool serving = false;
+  for (const Source& src : pool->sources_) serving |= src.role != WorkerRole::kPrefill;
+  for (size_t i = 0; i < pool->size(); ++i) serving |= pool->state(i).role != WorkerRole::kPrefill;
+  if (!serving) {  // checked before resolving: this is the flags' mistake, not DNS's
     return absl::InvalidArgumentError(
         "no worker to serve from: give --worker (colocated) or --decode-worker (with "
-        "--prefill-worker), each a comma-separated list of host:port");
+        "--prefill-worker), each a comma-separated list of host:port or dns:HOST:PORT");
   }
-  if (static_cast<int64_t>(pool->all_.size()) > kMaxIndexedWorkers) {
-    return absl::InvalidArgumentError(StrCat("too many workers (", pool->all_.size(),
-                                             "); a router serves at most ", kMaxIndexedWorkers));
+  pool->Refresh();
+  if (pool->primary() == nullptr) {
+    return absl::UnavailableError(
+        "no colocated or decode worker: every dns: entry resolved to no address yet; check "
+        "the Service name, or start the router once its workers are ready");
   }
   return pool;
 }
 
-void WorkerPool::Add(const std::string& target, WorkerRole role) {
-  all_.push_back(std::make_unique<WorkerClient>(target));
-  auto state = std::make_unique<State>();
-  state->role = role;
-  states_.push_back(std::move(state));
-  if (role == WorkerRole::kPrefill) prefill_.push_back(all_.back().get());
+absl::Status WorkerPool::AddEntries(std::string_view list, WorkerRole role) {
+  for (const std::string& entry : SplitList(list)) {
+    if (entry.rfind("dns:", 0) != 0) {
+      if (Add(entry, role, -1) == kNoWorker) {
+        return absl::InvalidArgumentError(
+            StrCat("too many workers; a router serves at most ", kMaxIndexedWorkers));
+      }
+      continue;
+    }
+    const std::string name = entry.substr(4);
+    const size_t colon = name.rfind(':');
+    int port = 0;
+    if (colon == std::string::npos || colon == 0 ||
+        !absl::SimpleAtoi(name.substr(colon + 1), &port) || port < 1 || port > 65535) {
+      return absl::InvalidArgumentError(
+          StrCat("worker entry '", entry, "' must be dns:HOST:PORT with a port in [1, 65535]"));
+    }
+    sources_.push_back({role, name.substr(0, colon), port});
+  }
+  return absl::OkStatus();
+}
+
+WorkerId WorkerPool::Add(const std::string& target, WorkerRole role, int source) {
+  const size_t n = count_.load(std::memory_order_relaxed);
+  if (n >= static_cast<size_t>(kMaxIndexedWorkers)) return kNoWorker;
+  auto slot = std::make_unique<Slot>();
+  slot->client = std::make_unique<WorkerClient>(target);
+  slot->state.role = role;
+  slot->source = source;
+  slots_[n] = std::move(slot);
+  count_.store(n + 1, std::memory_order_release);  // publishes the slot to readers
+  if (feed_ != nullptr) feed_->Add(static_cast<WorkerId>(n), slots_[n]->client.get());
+  return static_cast<WorkerId>(n);
+}
+
+void WorkerPool::Refresh() {
+  std::lock_guard<std::mutex> lock(refresh_mu_);
+  next_refresh_ = absl::Now() + options_.dns_interval;
+  for (size_t s = 0; s < sources_.size(); ++s) {
+    const Source& src = sources_[s];
+    const std::vector<std::string> now = ResolveTargets(src.host, src.port, options_);
+    // Addresses that left the name are gone (their entries leave the index); those that
+    // came back or are new serve again once their health check passes.
+    for (size_t i = 0; i < size(); ++i) {
+      if (slots_[i]->source != static_cast<int>(s)) continue;
+      const bool listed = std::binary_search(now.begin(), now.end(), client(i)->target());
+      if (state(i).gone.exchange(!listed) != !listed) {
+        std::fprintf(stderr, "baton-router: worker %s %s %s\n", client(i)->target().c_str(),
+                     listed ? "is listed again by" : "left", src.host.c_str());
+        if (!listed) index_->ForgetWorker(static_cast<WorkerId>(i));
+      }
+    }
+    for (const std::string& t : now) {
+      bool known = false;
+      for (size_t i = 0; i < size() && !known; ++i) {
+        known = slots_[i]->source == static_cast<int>(s) && client(i)->target() == t;
+      }
+      if (known) continue;
+      if (Add(t, src.role, static_cast<int>(s)) == kNoWorker) {
+        std::fprintf(stderr, "baton-router: %s lists more workers than the %d a router serves\n",
+                     src.host.c_str(), kMaxIndexedWorkers);
+        break;
+      }
+      std::fprintf(stderr, "baton-router: worker %s joined from %s\n", t.c_str(), src.host.c_str());
+    }
+  }
 }
 
 WorkerPool::~WorkerPool() {
@@ -85,7 +187,7 @@ void WorkerPool::Start(std::string model_id, int64_t block_size) {
   block_size_ = block_size;
   if (options_.kv_events) {
     feed_ = std::make_unique<KvEventFeed>(index_.get(), metrics_);
-    for (size_t i = 0; i < all_.size(); ++i) feed_->Add(static_cast<WorkerId>(i), all_[i].get());
+    for (size_t i = 0; i < size(); ++i) feed_->Add(static_cast<WorkerId>(i), client(i));
   }
   PollOnce();
   poller_ = std::thread([this] { PollLoop(); });
@@ -104,22 +206,24 @@ void WorkerPool::PollLoop() {
 void WorkerPool::PollOnce() {
   const absl::Duration timeout = std::max(options_.poll_interval / 2, absl::Milliseconds(200));
   const int64_t now_ns = absl::ToUnixNanos(absl::Now());
-  for (size_t i = 0; i < all_.size(); ++i) {
-    State& st = *states_[i];
-    bool ok = all_[i]->CheckHealth(timeout).ok() && now_ns >= st.down_until_ns.load();
+  if (absl::Now() >= next_refresh_ && !sources_.empty()) Refresh();
+  for (size_t i = 0; i < size(); ++i) {
+    State& st = state(i);
+    bool ok = !st.gone.load() && client(i)->CheckHealth(timeout).ok() &&
+              now_ns >= st.down_until_ns.load();
     if (ok && !st.model_checked.load()) ok = CheckModel(i, timeout);
     if (ok) {
-      absl::StatusOr<baton::internal::v1::GetStatsResponse> stats = all_[i]->GetStats(timeout);
+      absl::StatusOr<baton::internal::v1::GetStatsResponse> stats = client(i)->GetStats(timeout);
       if (stats.ok()) {
         st.kv_total.store(stats->pages_total());
         st.kv_used.store(stats->pages_used());
       }
     }
     if (st.healthy.exchange(ok) != ok) {
-      std::fprintf(stderr, "baton-router: worker %s is %s\n", all_[i]->target().c_str(),
+      std::fprintf(stderr, "baton-router: worker %s is %s\n", client(i)->target().c_str(),
                    ok ? "back" : "down; routing around it");
     }
-    if (metrics_ != nullptr) metrics_->SetWorkerHealthy(all_[i]->target(), ok);
+    if (metrics_ != nullptr) metrics_->SetWorkerHealthy(client(i)->target(), ok);
   }
   if (metrics_ != nullptr) {
     metrics_->SetIndex(index_->num_blocks(), index_->num_entries(), index_->MemoryBytes());
@@ -128,32 +232,32 @@ void WorkerPool::PollOnce() {
 
 bool WorkerPool::CheckModel(size_t i, absl::Duration timeout) {
   if (block_size_ == 0) return true;  // not started: nothing to compare with
-  absl::StatusOr<baton::internal::v1::GetModelInfoResponse> info = all_[i]->GetModelInfo(timeout);
+  absl::StatusOr<baton::internal::v1::GetModelInfoResponse> info = client(i)->GetModelInfo(timeout);
   if (!info.ok()) return false;
   if (info->model_id() != model_id_ || info->block_size() != block_size_ ||
       info->block_hash_spec_version() != static_cast<uint32_t>(kvcache::kBlockHashSpecVersion)) {
     // Blocks hashed for another model or block size would never match: refuse the worker
     // (and say so once, not at every poll).
-    if (states_[i]->model_refused.exchange(true)) return false;
+    if (state(i).model_refused.exchange(true)) return false;
     std::fprintf(stderr,
                  "baton-router: worker %s serves model '%s' with block size %lld (hash spec %u); "
                  "this pool serves '%s' with %lld (spec %d). Not routing to it; restart it "
                  "with the pool's model and --block-size\n",
-                 all_[i]->target().c_str(), info->model_id().c_str(),
+                 client(i)->target().c_str(), info->model_id().c_str(),
                  static_cast<long long>(info->block_size()), info->block_hash_spec_version(),
                  model_id_.c_str(), static_cast<long long>(block_size_),
                  kvcache::kBlockHashSpecVersion);
     return false;
   }
-  states_[i]->model_checked.store(true);
+  state(i).model_checked.store(true);
   return true;
 }
 
 void WorkerPool::MarkDown(const WorkerClient* worker) {
-  for (size_t i = 0; i < all_.size(); ++i) {
-    if (all_[i].get() != worker) continue;
-    states_[i]->healthy.store(false);
-    states_[i]->down_until_ns.store(absl::ToUnixNanos(absl::Now() + options_.down_for));
+  for (size_t i = 0; i < size(); ++i) {
+    if (client(i) != worker) continue;
+    state(i).healthy.store(false);
+    state(i).down_until_ns.store(absl::ToUnixNanos(absl::Now() + options_.down_for));
     if (metrics_ != nullptr) metrics_->SetWorkerHealthy(worker->target(), false);
   }
 }
@@ -167,11 +271,11 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
     hashes = kvcache::HashFullBlocks(root, prompt_ids, block_size_);
   }
   std::vector<WorkerView> views;
-  views.reserve(all_.size());
+  views.reserve(size());
   bool at_limit = false;
-  for (size_t i = 0; i < all_.size(); ++i) {
-    const State& st = *states_[i];
-    if (!st.healthy.load()) continue;
+  for (size_t i = 0; i < size(); ++i) {
+    const State& st = state(i);
+    if (!st.healthy.load() || st.gone.load()) continue;
     if (options_.max_inflight_per_worker > 0 && st.role != WorkerRole::kPrefill &&
         st.in_flight.load() >= options_.max_inflight_per_worker) {
       at_limit = true;
@@ -201,10 +305,10 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
   }
   BATON_RETURN_IF_ERROR(placed.status());
   const Placement& p = *placed;
-  Route route(all_[p.decode].get());
+  Route route(client(p.decode));
   const WorkerId computing = p.prefill != kNoWorker ? p.prefill : p.decode;
   if (p.prefill != kNoWorker) {
-    route.prefill = all_[p.prefill].get();
+    route.prefill = client(p.prefill);
     route.pool = this;
   }
   route.load = std::make_shared<RouteLoad>(
@@ -214,7 +318,7 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
     if (computing != p.decode) index_->Remember(p.decode, hashes, now);
   }
   if (metrics_ != nullptr) {
-    metrics_->CountDecision(policy_->name(), all_[p.decode]->target());
+    metrics_->CountDecision(policy_->name(), client(p.decode)->target());
     if (route.prefill != nullptr) metrics_->CountDecision(policy_->name(), route.prefill->target());
     metrics_->AddExpectedHitTokens(p.expected_hit_tokens);
   }
@@ -222,9 +326,9 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
 }
 
 WorkerClient* WorkerPool::OtherPrefill(const WorkerClient* failed) const {
-  for (size_t i = 0; i < all_.size(); ++i) {
-    WorkerClient* w = all_[i].get();
-    if (w != failed && states_[i]->role == WorkerRole::kPrefill && states_[i]->healthy.load()) {
+  for (size_t i = 0; i < size(); ++i) {
+    WorkerClient* w = client(i);
+    if (w != failed && state(i).role == WorkerRole::kPrefill && state(i).healthy.load()) {
       return w;
     }
   }
@@ -232,8 +336,8 @@ WorkerClient* WorkerPool::OtherPrefill(const WorkerClient* failed) const {
 }
 
 WorkerClient* WorkerPool::primary() const {
-  for (size_t i = 0; i < all_.size(); ++i) {
-    if (states_[i]->role != WorkerRole::kPrefill) return all_[i].get();
+  for (size_t i = 0; i < size(); ++i) {
+    if (state(i).role != WorkerRole::kPrefill) return client(i);
   }
   return nullptr;
 }
@@ -252,17 +356,17 @@ absl::StatusOr<Route> RerouteAfterFailure(const Route& failed, std::span<const i
 
 RouteLoad::RouteLoad(WorkerPool* pool, WorkerId serving, WorkerId computing, int64_t queued_tokens)
     : pool_(pool), serving_(serving), computing_(computing), queued_(queued_tokens) {
-  pool_->states_[serving_]->in_flight.fetch_add(1);
-  pool_->states_[computing_]->queued_tokens.fetch_add(queued_);
+  pool_->state(serving_).in_flight.fetch_add(1);
+  pool_->state(computing_).queued_tokens.fetch_add(queued_);
 }
 
 RouteLoad::~RouteLoad() {
   PromptDone();
-  pool_->states_[serving_]->in_flight.fetch_sub(1);
+  pool_->state(serving_).in_flight.fetch_sub(1);
 }
 
 void RouteLoad::PromptDone() {
-  if (!prompt_done_.exchange(true)) pool_->states_[computing_]->queued_tokens.fetch_sub(queued_);
+  if (!prompt_done_.exchange(true)) pool_->state(computing_).queued_tokens.fetch_sub(queued_);
 }
 
 }  // namespace baton::router

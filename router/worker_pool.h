@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <span>
@@ -93,7 +94,17 @@ struct PoolOptions {
   // A worker marked down after a failed request stays out at least this long, even if
   // its health check passes (a circuit breaker: a flapping worker is not retried at once).
   absl::Duration down_for = absl::Seconds(5);
+  // How often `dns:` entries are resolved again (a Kubernetes headless Service lists its
+  // ready pods' addresses).
+  absl::Duration dns_interval = absl::Seconds(10);
+  // Resolves a host name to addresses; null: getaddrinfo. Tests replace it.
+  std::function<std::vector<std::string>(const std::string& host)> resolve;
 };
+
+// "host:port" targets of a `dns:HOST:PORT` entry, one per address HOST resolves to now
+// (IPv6 in brackets), sorted; empty when it does not resolve.
+std::vector<std::string> ResolveTargets(const std::string& host, int port,
+                                        const PoolOptions& options);
 
 // After `failed.decode` could not be reached, before it sent anything: marks that worker
 // down and places the request again (on the workers still healthy). Unavailable when the
@@ -103,8 +114,9 @@ absl::StatusOr<Route> RerouteAfterFailure(const Route& failed, std::span<const i
 
 class WorkerPool {
  public:
-  // Comma-separated host:port lists; at least one colocated or decode worker. `metrics`
-  // (may be null) must outlive the pool.
+  // Comma-separated lists of host:port, or dns:HOST:PORT for every address HOST resolves
+  // to (re-resolved every dns_interval: workers join and leave with the name). At least
+  // one colocated or decode entry. `metrics` (may be null) must outlive the pool.
   static absl::StatusOr<std::unique_ptr<WorkerPool>> Create(std::string_view colocated,
                                                             std::string_view prefill,
                                                             std::string_view decode,
@@ -124,18 +136,22 @@ class WorkerPool {
   // A worker that can answer for the model (GetModelInfo, readiness): the first colocated
   // or decode worker.
   WorkerClient* primary() const;
-  bool disaggregated() const { return !prefill_.empty(); }
   RouterMetrics* metrics() const { return metrics_; }
-  const std::vector<std::unique_ptr<WorkerClient>>& all() const { return all_; }
   const KvIndex& index() const { return *index_; }
   std::string_view policy_name() const { return policy_->name(); }
-  bool healthy(WorkerId id) const { return states_[id]->healthy.load(); }
+  // The workers the pool knows now (those that left a DNS name stay, marked gone).
+  size_t size() const { return count_.load(std::memory_order_acquire); }
+  const std::string& target(WorkerId id) const { return slots_[id]->client->target(); }
+  bool healthy(WorkerId id) const { return slots_[id]->state.healthy.load(); }
+  bool gone(WorkerId id) const { return slots_[id]->state.gone.load(); }
+  // Resolves the dns: entries again now (the poller does it every dns_interval).
+  void Refresh();
   // Marks a worker down now (a request failed against it); the poller re-admits it.
   void MarkDown(const WorkerClient* worker);
 
  private:
   friend class RouteLoad;
-  // The router's live view of one worker; all_[id] is its client.
+  // The router's live view of one worker.
   struct State {
     WorkerRole role = WorkerRole::kColocated;
     std::atomic<bool> healthy{true};         // until the first poll says otherwise
@@ -146,18 +162,37 @@ class WorkerPool {
     std::atomic<int64_t> queued_tokens{0};
     std::atomic<int64_t> kv_total{0};
     std::atomic<int64_t> kv_used{0};
+    std::atomic<bool> gone{false};  // its DNS name no longer lists it
+  };
+  struct Slot {
+    std::unique_ptr<WorkerClient> client;
+    State state;
+    int source = -1;  // index into sources_; -1: a static entry
+  };
+  // One comma-separated entry: a fixed address or a DNS name.
+  struct Source {
+    WorkerRole role = WorkerRole::kColocated;
+    std::string host;  // dns: entries
+    int port = 0;
   };
 
   WorkerPool() = default;
-  void Add(const std::string& target, WorkerRole role);
+  absl::Status AddEntries(std::string_view list, WorkerRole role);
+  // Appends a worker; slots are never moved or freed while the pool lives, so readers
+  // index [0, size()) without a lock. Only the constructor and Refresh call it.
+  WorkerId Add(const std::string& target, WorkerRole role, int source);
+  State& state(size_t i) const { return slots_[i]->state; }
+  WorkerClient* client(size_t i) const { return slots_[i]->client.get(); }
   void PollLoop();
   void PollOnce();
   // Whether worker i serves the pool's model, block size and hash spec (logs why not).
   bool CheckModel(size_t i, absl::Duration timeout);
 
-  std::vector<std::unique_ptr<WorkerClient>> all_;
-  std::vector<std::unique_ptr<State>> states_;  // parallel to all_
-  std::vector<WorkerClient*> prefill_;
+  std::unique_ptr<std::unique_ptr<Slot>[]> slots_;  // kMaxIndexedWorkers of them
+  std::atomic<size_t> count_{0};
+  std::vector<Source> sources_;
+  std::mutex refresh_mu_;  // one Refresh at a time
+  absl::Time next_refresh_;
   PrefillFailover failover_ = PrefillFailover::kRetry;
   PoolOptions options_;
   RouterMetrics* metrics_ = nullptr;

@@ -159,6 +159,16 @@ TEST(CacheAwareRouterTest, AWorkerWithAnotherBlockSizeIsRefused) {
   EXPECT_EQ(good.Stats().requests_finished(), 4);
 }
 
+TEST(CacheAwareRouterTest, WorkersComeFromADnsName) {
+  WorkerProc worker{{BATON_DECODE_BIN}, "tcp"};
+  const std::string port = worker.target.substr(worker.target.rfind(':') + 1);
+  // localhost may also resolve to ::1, where nothing listens: that one stays unhealthy.
+  Router router({"--decode-worker", "dns:localhost:" + port});
+  ASSERT_TRUE(router.stub);
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(Generate(router, Shared(0, i)).status.ok());
+  EXPECT_EQ(worker.Stats().requests_finished(), 3);
+}
+
 TEST(CacheAwareRouterTest, TwoRoutersEachLearnFromTheEvents) {
   Cluster c;
   Router a(c.Flags());
