@@ -76,6 +76,10 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "Retry-After (0: no limit)")
       ->envname("BATON_MAX_INFLIGHT_PER_WORKER")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 20));
+  cmd->add_option("--health-poll-seconds", f->health_poll_seconds,
+                  "How often every worker's health and KV usage are polled")
+      ->envname("BATON_HEALTH_POLL_SECONDS")
+      ->check(CLI::Range(0.05, 3600.0));
 }
 
 void AddWorkerListFlags(CLI::App* cmd, RouterFlags* f) {
@@ -122,6 +126,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.pool.kv_events = !f.no_kv_events;
   o.pool.approximate_ttl = absl::Seconds(f.approximate_ttl_seconds);
   o.pool.max_inflight_per_worker = f.max_inflight_per_worker;
+  o.pool.poll_interval = absl::Seconds(f.health_poll_seconds);
   return o;
 }
 

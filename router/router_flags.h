@@ -34,6 +34,7 @@ struct RouterFlags {
   bool no_kv_events = false;
   double approximate_ttl_seconds = 120;
   int64_t max_inflight_per_worker = 512;
+  double health_poll_seconds = 1;
 };
 
 // `with_model`: false where the caller defines --model itself (baton serve).

@@ -134,7 +134,8 @@ TEST(RoutingPolicyTest, BatonSplitPicksThePrefillByQueueAndTheDecodeHoldingThePr
 TEST(RoutingPolicyTest, BatonKeepsASessionOnItsWorkerWithinTheStickiness) {
   auto ws = Colocated(4);
   auto policy = NewCostPolicy(CostModel{});
-  PlacementRequest r = Request(Prompt(9, 2));
+  const auto prompt = Prompt(9, 2);  // the request's span points into it
+  PlacementRequest r = Request(prompt);
   r.session = 42;
   const WorkerId first = policy->Place(r, PoolView{.workers = ws})->decode;
   ws[first].running = 5;  // a little busier: 10 ms more, within 0.5 s

@@ -107,7 +107,9 @@ TEST(CacheAwareRouterTest, AnUnreachableWorkerIsRetriedElsewhereAndAFullPoolAnsw
   WorkerProc other{{BATON_DECODE_BIN}, "tcp"};
   WorkerProc third{{BATON_DECODE_BIN}, "tcp"};
   Router router({"--decode-worker", slow.target + "," + other.target + "," + third.target,
-                 "--policy", "round_robin", "--max-inflight-per-worker", "1"});
+                 "--policy", "round_robin", "--max-inflight-per-worker", "1",
+                 // No poll may notice the kills first: only a failed request does.
+                 "--health-poll-seconds", "600"});
   ASSERT_TRUE(router.stub);
   for (int i = 0; i < 3; ++i) ASSERT_TRUE(Generate(router, Shared(0, i)).status.ok());
   // Killed, and asked at once, before a health poll can notice: round-robin sends one of
