@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The routing simulator's ranking, checked on real workers (issue 7): `baton serve
-# --decode 4` (four workers that each compute their own prompts, with small KV pools so
-# that they evict) behind each --policy in turn, and `baton bench serve` replaying the same
+# The routing simulator's ranking, checked on real workers (issue 7): four `baton worker`
+# processes (one thread each, small KV pools so that they evict) behind `baton-router
+# --policy P` for each policy in turn, and `baton bench serve` replaying the same
 # shared-prefix workload against each. Every policy gets fresh workers (cold caches).
 # Reported per policy: the prefix cache hit rate (cached / prompt tokens, from the
 # workers' usage), TTFT p50 and p99, and output tokens/s. docs/perf/routing.md has runs.
@@ -19,27 +19,43 @@ kv=${KV:-2MiB}
 prefixes=${PREFIXES:-24}
 prefix_len=${PREFIX_LEN:-384}
 policies=${POLICIES:-"baton sglang_cache_aware round_robin least_loaded power_of_two"}
-cmake --build "$build" --target baton >/dev/null
+cmake --build "$build" --target baton baton-router >/dev/null
 out=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
 
-for policy in $policies; do
-  echo "run_router_real: $policy" >&2
-  "$build/bin/baton" serve --model "$model" --decode 4 --kv-cache-memory "$kv" \
-    --policy "$policy" --port 0 --grpc-port -1 >"$out/$policy.serve" 2>"$out/$policy.err" &
-  pid=$!
+wait_for() {  # file, pattern
   for _ in $(seq 1 600); do
-    grep -q "serving" "$out/$policy.serve" 2>/dev/null && break
+    grep -q "$2" "$1" 2>/dev/null && return 0
     sleep 0.2
   done
-  port=$(sed -n 's/.*http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$policy.serve" | head -1)
-  [ -n "$port" ] || { cat "$out/$policy.err"; exit 1; }
-  "$build/bin/baton" bench serve --backend openai --port "$port" --model "" --dataset prefix \
+  echo "run_router_real: no '$2' in $1" >&2
+  cat "$1" >&2
+  exit 1
+}
+
+for policy in $policies; do
+  echo "run_router_real: $policy" >&2
+  targets=""
+  pids=""
+  for w in 1 2 3 4; do
+    "$build/bin/baton" worker --model "$model" --port 0 --threads 1 --kv-cache-memory "$kv" \
+      >"$out/$policy.w$w" 2>/dev/null &
+    pids="$pids $!"
+    wait_for "$out/$policy.w$w" "on 127.0.0.1:"
+    targets="$targets,$(sed -n 's/.*on \(127\.0\.0\.1:[0-9]*\).*/\1/p' "$out/$policy.w$w" | head -1)"
+  done
+  "$build/bin/baton-router" --model "$model" --port 0 --grpc-port -1 --worker "${targets#,}" \
+    --policy "$policy" >"$out/$policy.router" 2>"$out/$policy.router.err" &
+  router=$!
+  wait_for "$out/$policy.router" "http://127.0.0.1:"
+  port=$(sed -n 's/.*http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$policy.router" | head -1)
+  "$build/bin/baton" bench serve --backend openai --port "$port" --model "" --tokenizer "$model" \
+    --dataset prefix \
     --num-prefixes "$prefixes" --prefix-len "$prefix_len" --random-input-len 48 \
     --random-output-len 16 --num-prompts "$prompts" --request-rate "$rate" --seed 1 \
     --temperature 0 --percentiles 50,99 --quiet --result-file "$out/$policy.json" >/dev/null
-  kill -INT "$pid"
-  wait "$pid" || true
+  kill -INT "$router" $pids
+  wait "$router" $pids 2>/dev/null || true
 done
 
 python3 - "$out" $policies <<'PY'
