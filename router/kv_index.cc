@@ -7,7 +7,8 @@
 
 namespace baton::router {
 
-KvIndex::KvIndex(absl::Duration ttl) : ttl_ns_(absl::ToInt64Nanoseconds(ttl)) {}
+KvIndex::KvIndex(absl::Duration ttl)
+    : ttl_ns_(ttl == absl::InfiniteDuration() ? kForever : absl::ToInt64Nanoseconds(ttl)) {}
 
 KvIndex::Key KvIndex::KeyOf(const kvcache::BlockHash& h) {
   Key k = 0;
@@ -111,14 +112,16 @@ void KvIndex::ForgetWorker(WorkerId worker) {
 void KvIndex::Remember(WorkerId worker, std::span<const kvcache::BlockHash> hashes,
                        absl::Time now) {
   const int64_t now_ns = absl::ToUnixNanos(now);
-  const int64_t expiry = now_ns + ttl_ns_;
+  // Without a TTL nothing expires, and nothing needs to be queued for expiry.
+  const bool forever = ttl_ns_ == kForever;
+  const int64_t expiry = forever ? kForever : now_ns + ttl_ns_;
   std::unique_lock lock(mu_);
   SlotLocked(worker);
   ExpireLocked(now_ns);
   for (const kvcache::BlockHash& h : hashes) {
     const Key k = KeyOf(h);
     AddLocked(worker, k, expiry);
-    due_.push_back({expiry, worker, k});
+    if (!forever) due_.push_back({expiry, worker, k});
   }
 }
 

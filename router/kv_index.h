@@ -61,7 +61,8 @@ class KvIndex {
     kNeedsSnapshot,  // not synced, another epoch, or a gap: nothing was applied
   };
 
-  // `ttl` bounds how long an approximate entry lives without being renewed.
+  // `ttl` bounds how long an approximate entry lives without being renewed;
+  // absl::InfiniteDuration(): entries live until removed.
   explicit KvIndex(absl::Duration ttl = absl::Minutes(2));
 
   // Exact mode. The worker's blocks become exactly the snapshot's.

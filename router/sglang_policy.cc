@@ -27,9 +27,7 @@ using policy_util::Sides;
 
 class SglangPolicy final : public RoutingPolicy {
  public:
-  explicit SglangPolicy(const SglangParams& p)
-      : params_(p),
-        tree_(p.tree_ttl == absl::InfiniteDuration() ? absl::Hours(24 * 365 * 100) : p.tree_ttl) {}
+  explicit SglangPolicy(const SglangParams& p) : params_(p), tree_(p.tree_ttl) {}
   std::string_view name() const override { return "sglang_cache_aware"; }
 
   absl::StatusOr<Placement> Place(const PlacementRequest& request, const PoolView& pool) override {

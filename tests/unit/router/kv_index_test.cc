@@ -229,5 +229,20 @@ TEST(KvIndexTest, ApproximateEntriesExpireUnlessRenewed) {
   EXPECT_EQ(IndexMatch(index, chains[1])[3], 1);
 }
 
+TEST(KvIndexTest, WithoutATtlRememberedEntriesStayAndQueueNothing) {
+  std::mt19937 rng(9);
+  const auto chains = MakeChains(1, 8, &rng);
+  KvIndex index(absl::InfiniteDuration());
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  index.Remember(0, chains[0], t0);
+  const int64_t bytes = index.MemoryBytes();
+  // Placing the same prompt again and again (what a long-running router does) must not
+  // grow the index: there is no expiry queue to fill.
+  for (int i = 1; i <= 1000; ++i) index.Remember(0, chains[0], t0 + absl::Seconds(i));
+  EXPECT_EQ(index.MemoryBytes(), bytes);
+  index.Expire(t0 + absl::Hours(24 * 365 * 1000));
+  EXPECT_EQ(IndexMatch(index, chains[0])[0], 8);
+}
+
 }  // namespace
 }  // namespace baton::router
