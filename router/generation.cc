@@ -283,6 +283,8 @@ void Generation::OnLegDone(Leg& leg, const grpc::Status& s) {
     cancelled = cancelled_;
   }
   absl::Status end = StreamEndStatus(leg.decoder, cancelled, s, *route_.decode);
+  if (!leg.transfer_id.empty() && leg.messages == 0)
+    ReleaseTransfer(*route_.decode, leg.transfer_id);
   if (!end.ok()) Fail(std::move(end));
   std::function<void(const absl::Status&)> on_done;
   absl::Status final_status;

@@ -1,6 +1,10 @@
 #include "router/remote_prefill.h"
 
+#include <chrono>
+#include <memory>
 #include <random>
+
+#include "baton/internal/v1/kv_transfer.grpc.pb.h"
 
 #include "common/strings.h"
 
@@ -50,6 +54,22 @@ AfterPrefill DecideAfterPrefillFailure(const Route& route, const WorkerClient* f
     }
   }
   return {AfterPrefill::kLocal, nullptr};
+}
+
+void ReleaseTransfer(const WorkerClient& decode, const std::string& transfer_id) {
+  // Owns everything the call needs, so that it outlives the request that started it.
+  struct Call {
+    std::unique_ptr<pb::KvTransfer::Stub> stub;
+    grpc::ClientContext ctx;
+    pb::ReleaseRequest req;
+    pb::ReleaseResponse resp;
+  };
+  auto* call = new Call;
+  call->stub = pb::KvTransfer::NewStub(decode.channel());
+  call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
+  call->req.set_request_id(transfer_id);
+  call->stub->async()->Release(&call->ctx, &call->req, &call->resp,
+                               [call](const grpc::Status&) { delete call; });
 }
 
 void RecordPrefill(const Route& route, const grpc::Status& status,

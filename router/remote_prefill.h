@@ -36,6 +36,14 @@ struct AfterPrefill {
 AfterPrefill DecideAfterPrefillFailure(const Route& route, const WorkerClient* failed,
                                        const grpc::Status& status, int attempt);
 
+// Asks `decode` to free the pages reserved for `transfer_id`, without waiting for the
+// answer. For a split leg that ends before the decode stream delivered anything (the
+// client cancelled, the decode call failed): the prefill worker releases on its own
+// failures, but a Prefill that succeeded, or that the router cancelled after the worker
+// had finished, leaves a reservation that would otherwise hold pages until its lease ends.
+// A transfer the decode worker already claimed, or never had, answers NOT_FOUND, harmlessly.
+void ReleaseTransfer(const WorkerClient& decode, const std::string& transfer_id);
+
 // Counts a Prefill call's outcome in the pool's metrics: `status` OK records the phases of
 // `response`; else `next` says what followed.
 void RecordPrefill(const Route& route, const grpc::Status& status,

@@ -14,6 +14,7 @@
 #include <thread>
 #include <vector>
 
+#include "baton/internal/v1/kv_transfer.grpc.pb.h"
 #include "baton/internal/v1/worker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
@@ -37,6 +38,19 @@ class FakeWorker final : public pb::Worker::Service {
   std::atomic<int> cancelled{0};
   std::mutex mu;
   std::vector<pb::GenerateRequest> requests;
+
+  // Prefill answers at once, or (prefill_hang) once the router has cancelled the call, as a
+  // worker that finished just as the cancel came would.
+  bool prefill_hang = false;
+  std::atomic<int> prefills{0};
+  grpc::Status Prefill(grpc::ServerContext* ctx, const pb::PrefillRequest*,
+                       pb::PrefillResponse*) override {
+    ++prefills;
+    while (prefill_hang && !ctx->IsCancelled()) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    }
+    return grpc::Status::OK;
+  }
 
   grpc::Status Generate(grpc::ServerContext* ctx, const pb::GenerateRequest* req,
                         grpc::ServerWriter<pb::GenerateResponse>* writer) override {
@@ -76,6 +90,29 @@ class FakeWorker final : public pb::Worker::Service {
   }
 };
 
+// A decode worker's KvTransfer service that only records the reservations it is asked to
+// give back.
+class FakeKvTransfer final : public pb::KvTransfer::Service {
+ public:
+  std::mutex mu;
+  std::condition_variable cv;
+  std::vector<std::string> released;
+
+  grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
+                       pb::ReleaseResponse*) override {
+    std::lock_guard<std::mutex> lock(mu);
+    released.push_back(req->request_id());
+    cv.notify_all();
+    return grpc::Status::OK;
+  }
+  // The ids released within `seconds`, once at least one came.
+  std::vector<std::string> WaitForRelease(int seconds) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait_for(lock, std::chrono::seconds(seconds), [this] { return !released.empty(); });
+    return released;
+  }
+};
+
 class GenerationTest : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -86,6 +123,7 @@ class GenerationTest : public ::testing::Test {
     int port = 0;
     builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
     builder.RegisterService(&fake_);
+    builder.RegisterService(&kv_);
     server_ = builder.BuildAndStart();
     ASSERT_NE(port, 0);
     client_ = std::make_unique<WorkerClient>("127.0.0.1:" + std::to_string(port));
@@ -128,6 +166,7 @@ class GenerationTest : public ::testing::Test {
   }
 
   FakeWorker fake_;
+  FakeKvTransfer kv_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<WorkerClient> client_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
@@ -308,6 +347,47 @@ TEST_F(GenerationTest, DestroyingAnOpenGenerationCancelsIt) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   EXPECT_EQ(fake_.cancelled.load(), 1);
+}
+
+// A split route whose decode stream never delivered: the router gives the decode worker's
+// reservation back at once instead of leaving it to the lease.
+TEST_F(GenerationTest, SplitLegThatFailsBeforeDecodingReleasesTheReservation) {
+  fake_.script = Encode(" there");
+  fake_.fail = grpc::Status(grpc::StatusCode::INTERNAL, "decode broke");
+  Route route(client_.get());
+  route.prefill = client_.get();
+  auto gen = Generation::Start(route, tokenizer_, Request());
+  ASSERT_TRUE(gen.ok());
+  ChoiceDelta d;
+  EXPECT_FALSE((*gen)->Next(&d));
+  EXPECT_EQ((*gen)->status().code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(fake_.prefills.load(), 1);
+  EXPECT_EQ(kv_.WaitForRelease(10), std::vector<std::string>{"req#p0"});
+}
+
+TEST_F(GenerationTest, SplitLegCancelledDuringPrefillReleasesTheReservation) {
+  fake_.prefill_hang = true;
+  Route route(client_.get());
+  route.prefill = client_.get();
+  auto gen = Generation::Start(route, tokenizer_, Request());
+  ASSERT_TRUE(gen.ok());
+  for (int i = 0; i < 500 && fake_.prefills.load() == 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  (*gen)->Cancel();
+  ChoiceDelta d;
+  EXPECT_FALSE((*gen)->Next(&d));
+  EXPECT_EQ((*gen)->status().code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(kv_.WaitForRelease(10), std::vector<std::string>{"req#p0"});
+  std::lock_guard<std::mutex> lock(fake_.mu);
+  EXPECT_TRUE(fake_.requests.empty()) << "the decode stream never started";
+}
+
+// A colocated request has no reservation to give back.
+TEST_F(GenerationTest, ColocatedFailureReleasesNothing) {
+  fake_.fail = grpc::Status(grpc::StatusCode::INTERNAL, "broke");
+  EXPECT_EQ(Run(Request()).status.code(), absl::StatusCode::kInternal);
+  EXPECT_TRUE(kv_.WaitForRelease(1).empty());
 }
 
 TEST_F(GenerationTest, RejectsStopStringsInWorkerParams) {
