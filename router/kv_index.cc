@@ -7,8 +7,10 @@
 
 namespace baton::router {
 
-KvIndex::KvIndex(absl::Duration ttl)
-    : ttl_ns_(ttl == absl::InfiniteDuration() ? kForever : absl::ToInt64Nanoseconds(ttl)) {}
+KvIndex::KvIndex(absl::Duration ttl, int64_t max_blocks_per_worker)
+    : ttl_ns_(ttl == absl::InfiniteDuration() ? kForever : absl::ToInt64Nanoseconds(ttl)),
+      max_blocks_(ttl == absl::InfiniteDuration() ? std::max<int64_t>(0, max_blocks_per_worker)
+                                                  : 0) {}
 
 KvIndex::Key KvIndex::KeyOf(const kvcache::BlockHash& h) {
   Key k = 0;
@@ -118,11 +120,32 @@ void KvIndex::Remember(WorkerId worker, std::span<const kvcache::BlockHash> hash
   std::unique_lock lock(mu_);
   SlotLocked(worker);
   ExpireLocked(now_ns);
+  if (max_blocks_ > 0) {
+    // A prompt's deeper blocks count as used earlier, so that pruning trims from the leaves.
+    const auto n = static_cast<int64_t>(hashes.size());
+    for (int64_t i = 0; i < n; ++i) AddLocked(worker, KeyOf(hashes[i]), lru_clock_ + n - i);
+    lru_clock_ += n + 1;
+    PruneLocked(worker);
+    return;
+  }
   for (const kvcache::BlockHash& h : hashes) {
     const Key k = KeyOf(h);
     AddLocked(worker, k, expiry);
     if (!forever) due_.push_back({expiry, worker, k});
   }
+}
+
+void KvIndex::PruneLocked(WorkerId worker) {
+  const auto& blocks = workers_[worker].blocks;
+  const auto size = static_cast<int64_t>(blocks.size());
+  // The slack makes pruning O(1) per remembered block, amortized.
+  if (size <= max_blocks_ + max_blocks_ / 8) return;
+  std::vector<std::pair<int64_t, Key>> by_use;
+  by_use.reserve(blocks.size());
+  for (const auto& [key, used] : blocks) by_use.emplace_back(used, key);
+  const int64_t drop = size - max_blocks_;
+  std::nth_element(by_use.begin(), by_use.begin() + drop, by_use.end());
+  for (int64_t i = 0; i < drop; ++i) RemoveLocked(worker, by_use[i].second);
 }
 
 void KvIndex::Expire(absl::Time now) {

@@ -62,8 +62,11 @@ class KvIndex {
   };
 
   // `ttl` bounds how long an approximate entry lives without being renewed;
-  // absl::InfiniteDuration(): entries live until removed.
-  explicit KvIndex(absl::Duration ttl = absl::Minutes(2));
+  // absl::InfiniteDuration(): entries live until removed. With an infinite TTL,
+  // `max_blocks_per_worker` (> 0) bounds each worker's approximate entries instead: past it
+  // (and 1/8 of slack), the least recently remembered go, the deepest blocks of a prompt
+  // first, so that what stays is still a prefix. SGLang prunes its trees this way.
+  explicit KvIndex(absl::Duration ttl = absl::Minutes(2), int64_t max_blocks_per_worker = 0);
 
   // Exact mode. The worker's blocks become exactly the snapshot's.
   void ApplySnapshot(WorkerId worker, const kvcache::KvSnapshot& snapshot);
@@ -104,8 +107,12 @@ class KvIndex {
   void RemoveLocked(WorkerId worker, Key key);
   void ClearLocked(WorkerId worker);
   void ExpireLocked(int64_t now_ns);
+  void PruneLocked(WorkerId worker);
 
   const int64_t ttl_ns_;
+  const int64_t max_blocks_;  // per worker, with an infinite TTL; 0: no bound
+  // With max_blocks_, an entry's value is its last use on this clock (not an expiry).
+  int64_t lru_clock_ = 0;
   mutable std::shared_mutex mu_;
   absl::flat_hash_map<Key, Holders> holders_;
   std::vector<Worker> workers_;

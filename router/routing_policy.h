@@ -95,7 +95,10 @@ struct SglangParams {
   double cache_threshold = 0.3;
   int64_t balance_abs_threshold = 64;
   double balance_rel_threshold = 1.5;
-  absl::Duration tree_ttl = absl::InfiniteDuration();  // SGLang prunes by size, rarely
+  absl::Duration tree_ttl = absl::InfiniteDuration();  // SGLang prunes by size, not age
+  // SGLang's max_tree_size is 2^26 characters per worker; at about 4 characters a token
+  // and 16 tokens a block, that is 2^20 blocks.
+  int64_t max_tree_blocks = int64_t{1} << 20;
 };
 
 class RoutingPolicy {

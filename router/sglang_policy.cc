@@ -12,8 +12,9 @@
 //
 // Differences, written down: SGLang's tree is over characters of the text and Baton's
 // approximation is over full KV blocks of the token ids, so a match is counted in whole
-// blocks; SGLang prunes a tree only past max_tree_size (2^26 characters by default), which
-// `tree_ttl` stands in for (no pruning by default). With split workers the policy chooses
+// blocks; SGLang prunes a tree past max_tree_size (2^26 characters by default) from its
+// least recently used leaves, and so does this one past `max_tree_blocks` (2^20 blocks,
+// the same size at about 4 characters a token). With split workers the policy chooses
 // the prefill worker this way and the decode worker by least load.
 #include <algorithm>
 #include <memory>
@@ -27,7 +28,7 @@ using policy_util::Sides;
 
 class SglangPolicy final : public RoutingPolicy {
  public:
-  explicit SglangPolicy(const SglangParams& p) : params_(p), tree_(p.tree_ttl) {}
+  explicit SglangPolicy(const SglangParams& p) : params_(p), tree_(p.tree_ttl, p.max_tree_blocks) {}
   std::string_view name() const override { return "sglang_cache_aware"; }
 
   absl::StatusOr<Placement> Place(const PlacementRequest& request, const PoolView& pool) override {

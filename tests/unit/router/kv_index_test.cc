@@ -244,5 +244,53 @@ TEST(KvIndexTest, WithoutATtlRememberedEntriesStayAndQueueNothing) {
   EXPECT_EQ(IndexMatch(index, chains[0])[0], 8);
 }
 
+TEST(KvIndexTest, ABoundedTreeDropsTheLeastRecentlyUsedLeavesFirst) {
+  std::mt19937 rng(13);
+  // Prompts of 8 blocks; the first four share their first 4 blocks (MakeChains' groups).
+  const auto chains = MakeChains(40, 8, &rng);
+  KvIndex index(absl::InfiniteDuration(), /*max_blocks_per_worker=*/64);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  for (int i = 0; i < 40; ++i) {
+    index.Remember(0, chains[i], t0);
+    EXPECT_LE(index.worker_blocks(0), 64 + 64 / 8) << "after prompt " << i;
+    // Prompt 0 stays hot: it is placed again every time.
+    index.Remember(0, chains[0], t0);
+    EXPECT_EQ(IndexMatch(index, chains[0])[0], 8) << "the hot prompt is never pruned";
+  }
+  EXPECT_EQ(IndexMatch(index, chains[39])[0], 8) << "the newest prompt is whole";
+  // An old cold prompt keeps at most the 4 blocks its group shares with newer prompts.
+  EXPECT_LE(IndexMatch(index, chains[5])[0], 4) << "its own blocks are gone";
+  // Whatever survives of a prompt is a prefix of it: pruning trims from the leaves.
+  const auto held = [&index](const BlockHash& h) {
+    std::vector<PrefixMatch> m;
+    index.MatchPrefix(std::span(&h, 1), &m);
+    return !m.empty();
+  };
+  int partial = 0;
+  for (const auto& chain : chains) {
+    for (size_t b = 1; b < chain.size(); ++b) {
+      if (held(chain[b])) EXPECT_TRUE(held(chain[b - 1])) << "a block survived its parent";
+    }
+    partial += held(chain[0]) && !held(chain[7]);
+  }
+  EXPECT_GT(partial, 0) << "some prompts were trimmed, not dropped whole";
+  EXPECT_EQ(index.worker_blocks(1), 0);
+}
+
+TEST(KvIndexTest, TheBoundIsPerWorker) {
+  std::mt19937 rng(17);
+  const auto chains = MakeChains(30, 8, &rng);
+  KvIndex index(absl::InfiniteDuration(), 40);
+  const absl::Time t0 = absl::FromUnixSeconds(1000);
+  for (int i = 0; i < 30; ++i) index.Remember(i % 2, chains[i], t0);
+  EXPECT_LE(index.worker_blocks(0), 45);
+  EXPECT_LE(index.worker_blocks(1), 45);
+  EXPECT_GE(index.worker_blocks(0), 40);
+  // With a TTL the bound does not apply: age does the pruning.
+  KvIndex aging(absl::Seconds(60), 40);
+  for (int i = 0; i < 30; ++i) aging.Remember(0, chains[i], t0);
+  EXPECT_GT(aging.worker_blocks(0), 45);
+}
+
 }  // namespace
 }  // namespace baton::router
