@@ -52,7 +52,6 @@ void Append(const ChoiceDelta& d, pb::GenerateResponse* out) {
     out->mutable_usage()->set_completion_tokens(d.completion_tokens);
     pb::Timings* t = out->mutable_timings();
     t->set_queue_seconds(d.queue_seconds);
-    t->set_time_to_first_token_seconds(d.time_to_first_token_seconds);
     t->set_num_preemptions(d.num_preemptions);
   }
 }
@@ -97,7 +96,7 @@ class GenerateCall {
     }
     absl::StatusOr<Route> route = c_.pool->Pick(
         std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
-        wire_.cache_salt());
+        wire_.cache_salt(), session_);
     if (!route.ok()) {
       final_status_ = route.status();
       Advance();
@@ -105,6 +104,9 @@ class GenerateCall {
     }
     worker_started_ = true;
     route_ = *std::move(route);
+    record_.policy = route_.policy;
+    record_.expected_cached_tokens = route_.expected_cached_tokens;
+    record_.timings.route_seconds = route_.route_seconds;
     if (route_.prefill != nullptr) {
       EnsureSeed(&wire_);
       prefill_ = route_.prefill;
@@ -126,6 +128,7 @@ class GenerateCall {
     prefill_ctx_ = std::make_unique<grpc::ClientContext>();
     if (has_deadline_) prefill_ctx_->set_deadline(ctx_.deadline());
     prefill_in_flight_ = true;
+    prefill_started_ = Clock::now();
     prefill_reader_ = prefill_->stub()->PrepareAsyncPrefill(prefill_ctx_.get(), prefill_req_, cq_);
     prefill_reader_->StartCall();
     prefill_reader_->Finish(&prefill_resp_, &prefill_status_, &prefill_step_);
@@ -133,6 +136,8 @@ class GenerateCall {
 
   void OnPrefillDone(bool /*ok*/) {
     prefill_in_flight_ = false;
+    AddPrefillCall(prefill_status_, prefill_resp_, Seconds(Clock::now() - prefill_started_),
+                   &prefill_timings_);
     if (prefill_status_.ok() && !client_cancelled_) {
       RecordPrefill(route_, prefill_status_, prefill_resp_, {});
       wire_.set_kv_transfer_id(transfer_id_);
@@ -174,7 +179,8 @@ class GenerateCall {
       has_deadline_ = true;
     }
     request_id_ = built.generation.request_id;
-    tokenize_seconds_ = built.tokenize_seconds;
+    session_ = built.generation.session;
+    record_.timings.tokenize_seconds = built.tokenize_seconds;
     BATON_ASSIGN_OR_RETURN(wire_, WorkerRequest(built.generation, 0));
     decoder_.emplace(0, c_.model->tokenizer(), built.generation);
     return absl::OkStatus();
@@ -212,13 +218,25 @@ class GenerateCall {
     const Clock::time_point now = Clock::now();
     if (!d.token_ids.empty()) {
       if (last_token_ == Clock::time_point()) {
-        c_.metrics->ObserveTimeToFirstToken(Seconds(now - arrival_));
+        record_.timings.time_to_first_token_seconds = Seconds(now - arrival_);
+        c_.metrics->ObserveTimeToFirstToken(record_.timings.time_to_first_token_seconds);
       } else {
         c_.metrics->ObserveInterTokenSeconds(Seconds(now - last_token_));
       }
       last_token_ = now;
     }
-    if (d.finished) c_.metrics->AddTokens(d.prompt_tokens, d.cached_tokens, d.completion_tokens);
+    if (d.finished) {
+      c_.metrics->AddTokens(d.prompt_tokens, d.cached_tokens, d.completion_tokens);
+      record_.prompt_tokens = d.prompt_tokens;
+      record_.cached_tokens = d.cached_tokens;
+      record_.completion_tokens = d.completion_tokens;
+      RequestTimings& t = record_.timings;
+      t.queue_seconds = d.queue_seconds;
+      t.prefill_seconds = prefill_timings_.seconds;
+      t.prefill_queue_seconds = prefill_timings_.queue_seconds;
+      t.prefill_compute_seconds = prefill_timings_.compute_seconds;
+      t.kv_transfer_seconds = prefill_timings_.kv_transfer_seconds;
+    }
     if (client_gone_) return;
     if (!has_pending_) {
       pending_.Clear();
@@ -227,8 +245,15 @@ class GenerateCall {
     }
     Append(d, &pending_);
     if (d.finished) {
+      const RequestTimings& r = record_.timings;
       pb::Timings* t = pending_.mutable_timings();
-      t->set_tokenize_seconds(tokenize_seconds_);
+      t->set_tokenize_seconds(r.tokenize_seconds);
+      t->set_route_seconds(r.route_seconds);
+      t->set_prefill_seconds(r.prefill_seconds);
+      t->set_prefill_queue_seconds(r.prefill_queue_seconds);
+      t->set_prefill_compute_seconds(r.prefill_compute_seconds);
+      t->set_kv_transfer_seconds(r.kv_transfer_seconds);
+      t->set_time_to_first_token_seconds(r.time_to_first_token_seconds);
       t->set_total_seconds(Seconds(now - arrival_));
     }
     Advance();
@@ -243,7 +268,7 @@ class GenerateCall {
     }
     absl::StatusOr<Route> next = RerouteAfterFailure(
         route_, std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
-        wire_.cache_salt());
+        wire_.cache_salt(), session_);
     if (!next.ok()) return false;
     rerouted_ = true;
     route_ = *std::move(next);
@@ -329,6 +354,18 @@ class GenerateCall {
     c_.metrics->CountRequest("grpc", "Generate", absl::StatusCodeToString(finish_status_.code()));
     c_.metrics->ObserveRequestSeconds("Generate", Seconds(Clock::now() - arrival_));
     if (client_cancelled_ && !finish_status_.ok()) c_.metrics->CountClientCancel();
+    if (c_.request_log != nullptr && c_.request_log->enabled()) {
+      record_.api = "grpc";
+      record_.request_id = request_id_;
+      record_.status = absl::StatusCodeToString(finish_status_.code());
+      if (worker_started_) {
+        record_.worker = route_.decode->target();
+        if (route_.prefill != nullptr) record_.prefill_worker = route_.prefill->target();
+      }
+      record_.rerouted = rerouted_;
+      record_.timings.total_seconds = Seconds(Clock::now() - arrival_);
+      c_.request_log->Write(record_);
+    }
     Delete();
   }
 
@@ -349,7 +386,8 @@ class GenerateCall {
   Clock::time_point arrival_;
   Clock::time_point last_token_;
   std::string request_id_;
-  double tokenize_seconds_ = 0;
+  std::string session_;   // routing affinity (prompt_cache_key)
+  RequestRecord record_;  // the latency breakdown, and the --log-requests line
   std::optional<ChoiceDecoder> decoder_;
 
   Route route_;
@@ -363,6 +401,8 @@ class GenerateCall {
   ipb::PrefillResponse prefill_resp_;
   grpc::Status prefill_status_;
   bool prefill_in_flight_ = false;
+  Clock::time_point prefill_started_;
+  PrefillTimings prefill_timings_;
 
   std::unique_ptr<grpc::ClientContext> worker_ctx_ = std::make_unique<grpc::ClientContext>();
   int worker_messages_ = 0;  // from the serving worker, on this route

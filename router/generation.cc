@@ -1,5 +1,6 @@
 #include "router/generation.h"
 
+#include <chrono>
 #include <cstdint>
 #include <utility>
 
@@ -38,6 +39,8 @@ class Generation::Leg final : public grpc::ClientReadReactor<pb::GenerateRespons
   std::unique_ptr<grpc::ClientContext> prefill_ctx;
   pb::PrefillRequest prefill_req;
   pb::PrefillResponse prefill_resp;
+  std::chrono::steady_clock::time_point prefill_started;
+  PrefillTimings prefill_timings;  // handed on with the final delta
 };
 
 absl::StatusOr<pb::GenerateRequest> WorkerRequest(const GenerationRequest& r, int choice) {
@@ -57,7 +60,7 @@ absl::StatusOr<pb::GenerateRequest> WorkerRequest(const GenerationRequest& r, in
 
 Generation::Generation(Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                        GenerationRequest request, GenerationCallbacks callbacks)
-    : route_(route),
+    : route_(std::move(route)),
       tokenizer_(std::move(tokenizer)),
       request_(std::move(request)),
       callbacks_(std::move(callbacks)) {}
@@ -65,16 +68,16 @@ Generation::Generation(Route route, std::shared_ptr<const tokenizer::Tokenizer> 
 absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(
     Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request,
     GenerationCallbacks callbacks) {
-  std::unique_ptr<Generation> g(
-      new Generation(route, std::move(tokenizer), std::move(request), std::move(callbacks)));
+  std::unique_ptr<Generation> g(new Generation(std::move(route), std::move(tokenizer),
+                                               std::move(request), std::move(callbacks)));
   BATON_RETURN_IF_ERROR(g->StartLegs());
   return g;
 }
 
 absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(
     Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request) {
-  std::unique_ptr<Generation> g(
-      new Generation(route, std::move(tokenizer), std::move(request), GenerationCallbacks()));
+  std::unique_ptr<Generation> g(new Generation(std::move(route), std::move(tokenizer),
+                                               std::move(request), GenerationCallbacks()));
   Generation* self = g.get();
   // Pull mode is push mode into a queue that Next() drains.
   g->callbacks_.on_delta = [self](const ChoiceDelta& d) {
@@ -126,17 +129,23 @@ bool Generation::cancelled() const {
 void Generation::StartPrefill(Leg& leg) {
   leg.transfer_id = TransferId(leg.wire, leg.attempt);
   leg.prefill_req = PrefillCall(leg.wire, leg.transfer_id, route_);
+  leg.prefill_started = std::chrono::steady_clock::now();
   {
     std::lock_guard<std::mutex> lock(leg.prefill_mu);
     leg.prefill_ctx = std::make_unique<grpc::ClientContext>();
     if (request_.deadline) leg.prefill_ctx->set_deadline(*request_.deadline);
     if (cancelled()) leg.prefill_ctx->TryCancel();  // a Cancel that came between attempts
   }
-  leg.prefill->stub()->async()->Prefill(leg.prefill_ctx.get(), &leg.prefill_req, &leg.prefill_resp,
-                                        [this, &leg](grpc::Status s) { OnPrefillDone(leg, s); });
+  leg.prefill->stub()->async()->Prefill(
+      leg.prefill_ctx.get(), &leg.prefill_req, &leg.prefill_resp,
+      [this, &leg](const grpc::Status& s) { OnPrefillDone(leg, s); });
 }
 
 void Generation::OnPrefillDone(Leg& leg, const grpc::Status& s) {
+  AddPrefillCall(
+      s, leg.prefill_resp,
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - leg.prefill_started).count(),
+      &leg.prefill_timings);
   if (s.ok()) {
     route_.PromptDone();
     RecordPrefill(route_, s, leg.prefill_resp, {});
@@ -218,6 +227,7 @@ void Generation::OnRead(Leg& leg, bool ok) {
   if (!has_delta.ok()) {
     Fail(has_delta.status());
   } else if (*has_delta) {
+    if (d.finished) d.prefill = leg.prefill_timings;
     {
       std::lock_guard<std::mutex> deliver(deliver_mu_);
       bool failed = false;
@@ -251,7 +261,7 @@ bool Generation::Reroute(const Leg& leg, const grpc::Status& s) {
     return false;
   }
   absl::StatusOr<Route> next =
-      RerouteAfterFailure(route_, request_.prompt_ids, request_.cache_salt);
+      RerouteAfterFailure(route_, request_.prompt_ids, request_.cache_salt, request_.session);
   if (!next.ok()) return false;
   absl::StatusOr<pb::GenerateRequest> wire = WorkerRequest(request_, 0);
   if (!wire.ok()) return false;

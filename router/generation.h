@@ -80,6 +80,10 @@ class Generation {
   // Thread-safe: cancels every sequence in the worker; the generation then ends with
   // Cancelled (unless everything had finished).
   void Cancel();
+  // Once done: where it ran last (a rerouted request's second route), and whether it was
+  // rerouted.
+  const Route& route() const { return route_; }
+  bool rerouted() const { return rerouted_; }
 
  private:
   class Leg;

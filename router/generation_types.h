@@ -13,6 +13,14 @@
 
 namespace baton::router {
 
+// The prefill leg of a split request (docs/disaggregation.md), as the router saw it.
+struct PrefillTimings {
+  double seconds = 0;              // the router's Prefill calls, every attempt
+  double queue_seconds = 0;        // prefill worker: arrival to first scheduled
+  double compute_seconds = 0;      // prefill worker: scheduled to first token
+  double kv_transfer_seconds = 0;  // KV transfer not hidden behind compute
+};
+
 struct GenerationRequest {
   std::string request_id;  // choice i runs in the worker as "<request_id>-<i>"
   std::vector<int32_t> prompt_ids;
@@ -25,6 +33,7 @@ struct GenerationRequest {
   int n = 1;  // choice i > 0 with a seed uses seed + i, so the choices differ
   int priority = 0;
   std::string cache_salt;
+  std::string session;  // routing affinity key (prompt_cache_key); empty: none
   std::optional<std::chrono::system_clock::time_point> deadline;
 };
 
@@ -57,6 +66,7 @@ struct ChoiceDelta {
   double queue_seconds = 0;                // worker: arrival to first scheduled
   double time_to_first_token_seconds = 0;  // worker: arrival to first token
   int num_preemptions = 0;
+  PrefillTimings prefill;  // zeros unless the choice was prefilled on another worker
 };
 
 }  // namespace baton::router

@@ -215,9 +215,24 @@ absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
     }
     r.logprobs = in.logprobs();
   }
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string*>{"request_id", &in.request_id()},
+        {"cache_salt", &in.cache_salt()},
+        {"prompt_cache_key", &in.prompt_cache_key()}}) {
+    if (value->size() > limits.max_id_bytes) {
+      return absl::InvalidArgumentError(
+          StrCat(name, " is ", value->size(), " bytes; the maximum is ", limits.max_id_bytes));
+    }
+  }
+  for (char c : in.request_id()) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      return absl::InvalidArgumentError("request_id must not contain control characters");
+    }
+  }
   r.request_id = in.request_id();
   r.priority = in.priority();
   r.cache_salt = in.cache_salt();
+  r.prompt_cache_key = in.prompt_cache_key();
   r.skip_special_tokens = in.has_skip_special_tokens() ? in.skip_special_tokens() : true;
   return r;
 }

@@ -12,6 +12,7 @@
 #include "baton/v1/baton.grpc.pb.h"
 #include "grpcpp/server_builder.h"
 #include "router/openai_protocol.h"
+#include "router/request_log.h"
 #include "router/router_metrics.h"
 #include "router/served_model.h"
 #include "router/worker_client.h"
@@ -26,7 +27,8 @@ struct GrpcApiContext {
   WorkerPool* pool = nullptr;
   RouterMetrics* metrics = nullptr;
   ProtocolLimits limits;
-  std::string api_key;  // empty: no authentication
+  std::string api_key;                // empty: no authentication
+  RequestLog* request_log = nullptr;  // null: no per-request lines
 };
 
 // Checks and converts a baton.v1 GenerateRequest; InvalidArgument naming the field.

@@ -355,6 +355,7 @@ absl::Status ParseCommon(const Fields& f, const ProtocolLimits& limits, OpenAiRe
     }
   }
   BATON_RETURN_IF_ERROR(f.String("user", &r->user, limits.max_id_bytes));
+  BATON_RETURN_IF_ERROR(f.String("prompt_cache_key", &r->prompt_cache_key, limits.max_id_bytes));
   return absl::OkStatus();
 }
 

@@ -92,6 +92,9 @@ struct OpenAiRequest {
   int priority = 0;
   std::string cache_salt;
   std::string user;
+  // OpenAI's routing hint: requests with the same key prefer the same worker. Without it,
+  // `user` serves as the key.
+  std::string prompt_cache_key;
 };
 
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body,

@@ -54,6 +54,24 @@ Json UsageJson(const UsageOut& u) {
   return usage;
 }
 
+// Sets "usage", and "timings" when there are any.
+void PutUsage(const UsageOut& u, Json* out) {
+  (*out)["usage"] = UsageJson(u);
+  if (!u.timings) return;
+  const RequestTimings& t = *u.timings;
+  (*out)["timings"] = Json{
+      {"tokenize_seconds", t.tokenize_seconds},
+      {"route_seconds", t.route_seconds},
+      {"prefill_seconds", t.prefill_seconds},
+      {"prefill_queue_seconds", t.prefill_queue_seconds},
+      {"prefill_compute_seconds", t.prefill_compute_seconds},
+      {"kv_transfer_seconds", t.kv_transfer_seconds},
+      {"queue_seconds", t.queue_seconds},
+      {"time_to_first_token_seconds", t.time_to_first_token_seconds},
+      {"total_seconds", t.total_seconds},
+  };
+}
+
 // Completions: parallel arrays, top_logprobs as {token text: logprob} (a later alternative
 // that decodes to the same text as an earlier, likelier one is dropped, as a dict would).
 Json CompletionLogprobs(const ChoiceOut& c) {
@@ -157,7 +175,7 @@ std::string UsageChunkJson(OpenAiRequest::Kind kind, std::string_view id, int64_
   const std::string_view object =
       kind == OpenAiRequest::Kind::kChat ? kChatChunkObject : kCompletionObject;
   Json out = Envelope(id, object, created, model, Json::array());
-  out["usage"] = UsageJson(usage);
+  PutUsage(usage, &out);
   return DumpJson(out);
 }
 
@@ -166,7 +184,7 @@ std::string CompletionResponseJson(std::string_view id, int64_t created, std::st
   Json list = Json::array();
   for (const ChoiceOut& c : choices) list.push_back(CompletionChoice(c));
   Json out = Envelope(id, kCompletionObject, created, model, std::move(list));
-  out["usage"] = UsageJson(usage);
+  PutUsage(usage, &out);
   return DumpJson(out);
 }
 
@@ -186,7 +204,7 @@ std::string ChatResponseJson(std::string_view id, int64_t created, std::string_v
     list.push_back(std::move(choice));
   }
   Json out = Envelope(id, kChatObject, created, model, std::move(list));
-  out["usage"] = UsageJson(usage);
+  PutUsage(usage, &out);
   return DumpJson(out);
 }
 

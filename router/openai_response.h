@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "router/openai_request.h"
+#include "router/request_log.h"
 
 namespace baton::router {
 
@@ -36,6 +37,8 @@ struct LogprobOut {
 
 struct UsageOut {
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
+  // Written beside "usage" as "timings" (a Baton extension, as llama.cpp's server has one).
+  std::optional<RequestTimings> timings;
 };
 
 struct ChoiceOut {

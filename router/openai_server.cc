@@ -14,6 +14,7 @@
 #include "common/strings.h"
 #include "router/generation.h"
 #include "router/request_builder.h"
+#include "router/request_log.h"
 #include "service/api_key.h"
 #include "service/metrics.h"
 
@@ -174,14 +175,27 @@ class Handler {
             arrival,
             {},
             {},
+            {},
+            false,
             {}};
     run.last_token.assign(request.n, arrival);
     run.choices.resize(request.n);
     for (int i = 0; i < request.n; ++i) run.choices[i].index = i;
+    run.record.api = "http";
+    run.record.request_id = run.id;
+    run.record.timings.tokenize_seconds = built->tokenize_seconds;
     c_.metrics->running().Increment();
     const int code = request.stream ? Stream(std::move(built->generation), run, out)
                                     : Whole(std::move(built->generation), run, out);
     c_.metrics->running().Decrement();
+    if (c_.request_log != nullptr && c_.request_log->enabled()) {
+      run.record.status = StrCat(code);
+      run.record.prompt_tokens = run.usage.prompt_tokens;
+      run.record.cached_tokens = run.usage.cached_tokens;
+      run.record.completion_tokens = run.usage.completion_tokens;
+      run.record.timings.total_seconds = SecondsSince(arrival);
+      c_.request_log->Write(run.record);
+    }
     return code;
   }
 
@@ -194,14 +208,37 @@ class Handler {
     std::vector<ChoiceOut> choices;             // per choice: whole text (non-streaming)
     UsageOut usage;
     bool saw_token = false;
+    RequestRecord record;  // the latency breakdown, and the --log-requests line
   };
+
+  // Where the request was placed, as Pick decided.
+  static void NoteRoute(const ::baton::router::Route& route, Run& run) {
+    run.record.policy = route.policy;
+    run.record.expected_cached_tokens = route.expected_cached_tokens;
+    run.record.timings.route_seconds = route.route_seconds;
+  }
+
+  // Where it ran in the end (a rerouted request's second route).
+  static void NoteWorkers(const Generation& gen, Run& run) {
+    run.record.worker = gen.route().decode->target();
+    if (gen.route().prefill != nullptr) run.record.prefill_worker = gen.route().prefill->target();
+    run.record.rerouted = gen.rerouted();
+  }
+
+  // The timings the response carries, as of now.
+  static RequestTimings TimingsNow(const Run& run) {
+    RequestTimings t = run.record.timings;
+    t.total_seconds = SecondsSince(run.arrival);
+    return t;
+  }
 
   void Observe(Run& run, const ChoiceDelta& d) {
     if (!d.token_ids.empty()) {
       const Clock::time_point now = Clock::now();
       if (!run.saw_token) {
-        c_.metrics->ObserveTimeToFirstToken(
-            std::chrono::duration<double>(now - run.arrival).count());
+        run.record.timings.time_to_first_token_seconds =
+            std::chrono::duration<double>(now - run.arrival).count();
+        c_.metrics->ObserveTimeToFirstToken(run.record.timings.time_to_first_token_seconds);
       } else if (run.last_token[d.index] != run.arrival) {
         c_.metrics->ObserveInterTokenSeconds(
             std::chrono::duration<double>(now - run.last_token[d.index]).count());
@@ -214,13 +251,21 @@ class Handler {
       run.usage.prompt_tokens = d.prompt_tokens;
       run.usage.cached_tokens = std::max(run.usage.cached_tokens, d.cached_tokens);
       run.usage.completion_tokens += d.completion_tokens;
+      // Choices run side by side: each phase counts as its slowest choice's.
+      RequestTimings& t = run.record.timings;
+      t.queue_seconds = std::max(t.queue_seconds, d.queue_seconds);
+      t.prefill_seconds = std::max(t.prefill_seconds, d.prefill.seconds);
+      t.prefill_queue_seconds = std::max(t.prefill_queue_seconds, d.prefill.queue_seconds);
+      t.prefill_compute_seconds = std::max(t.prefill_compute_seconds, d.prefill.compute_seconds);
+      t.kv_transfer_seconds = std::max(t.kv_transfer_seconds, d.prefill.kv_transfer_seconds);
     }
   }
 
   int Whole(GenerationRequest request, Run& run, HttpResponder& out) {
     absl::StatusOr<::baton::router::Route> route =
-        c_.pool->Pick(request.prompt_ids, request.cache_salt);
+        c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
     if (!route.ok()) return SendError(out, route.status());
+    NoteRoute(*route, run);
     absl::StatusOr<std::unique_ptr<Generation>> started =
         Generation::Start(*std::move(route), c_.model->tokenizer(), std::move(request));
     if (!started.ok()) return SendError(out, started.status());
@@ -239,9 +284,11 @@ class Handler {
       if (d.finished) SetFinish(d, &c);
     }
     c_.watcher->Unwatch(watch);
+    NoteWorkers(gen, run);
     if (!gen.status().ok()) return Failed(gen.status(), out);
     c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
                           run.usage.completion_tokens);
+    run.usage.timings = TimingsNow(run);
     const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
     const std::string model = c_.model->name();
     out.Send(200, kJson,
@@ -337,8 +384,9 @@ class Handler {
       s.cv.notify_all();
     };
     absl::StatusOr<::baton::router::Route> route =
-        c_.pool->Pick(request.prompt_ids, request.cache_salt);
+        c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
     if (!route.ok()) return SendError(out, route.status());
+    NoteRoute(*route, run);
     absl::StatusOr<std::unique_ptr<Generation>> started =
         Generation::Start(*std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
     if (!started.ok()) return SendError(out, started.status());
@@ -347,6 +395,7 @@ class Handler {
         c_.watcher->Watch([&out] { return out.PeerClosed(); }, [gen] { gen->Cancel(); });
     const int code = StreamResponse(s, *gen, run, out);
     c_.watcher->Unwatch(watch);
+    NoteWorkers(*gen, run);
     return code;
   }
 
@@ -406,6 +455,7 @@ class Handler {
     c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
                           run.usage.completion_tokens);
     if (run.request.include_usage) {
+      run.usage.timings = TimingsNow(run);
       out.WriteChunk(
           StrCat("data: ", UsageChunkJson(run.request.kind, run.id, run.created, model, run.usage),
                  "\n\n"));

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "router/openai_protocol.h"
+#include "router/request_log.h"
 #include "router/router_metrics.h"
 #include "router/served_model.h"
 #include "router/worker_client.h"
@@ -25,7 +26,8 @@ struct OpenAiServerContext {
   RouterMetrics* metrics = nullptr;
   service::CancelWatcher* watcher = nullptr;
   ProtocolLimits limits;
-  std::string api_key;  // empty: no authentication; else /v1/* need "Bearer <key>"
+  std::string api_key;                // empty: no authentication; else /v1/* need "Bearer <key>"
+  RequestLog* request_log = nullptr;  // null: no per-request lines
 };
 
 std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOpenAiHandler(

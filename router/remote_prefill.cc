@@ -72,6 +72,15 @@ void ReleaseTransfer(const WorkerClient& decode, const std::string& transfer_id)
                                [call](const grpc::Status&) { delete call; });
 }
 
+void AddPrefillCall(const grpc::Status& status, const pb::PrefillResponse& response, double seconds,
+                    PrefillTimings* t) {
+  t->seconds += seconds;
+  if (!status.ok()) return;
+  t->queue_seconds = response.queue_seconds();
+  t->compute_seconds = response.compute_seconds();
+  t->kv_transfer_seconds = response.exposed_transfer_seconds();
+}
+
 void RecordPrefill(const Route& route, const grpc::Status& status,
                    const pb::PrefillResponse& response, const AfterPrefill& next) {
   RouterMetrics* m = route.pool == nullptr ? nullptr : route.pool->metrics();

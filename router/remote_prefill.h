@@ -7,6 +7,7 @@
 
 #include "baton/internal/v1/worker.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "router/generation_types.h"
 #include "router/worker_pool.h"
 
 namespace baton::router {
@@ -43,6 +44,12 @@ AfterPrefill DecideAfterPrefillFailure(const Route& route, const WorkerClient* f
 // had finished, leaves a reservation that would otherwise hold pages until its lease ends.
 // A transfer the decode worker already claimed, or never had, answers NOT_FOUND, harmlessly.
 void ReleaseTransfer(const WorkerClient& decode, const std::string& transfer_id);
+
+// Adds one Prefill call that took `seconds` (as the router saw it) to `t`; one that
+// succeeded also gives the prefill worker's phases.
+void AddPrefillCall(const grpc::Status& status,
+                    const baton::internal::v1::PrefillResponse& response, double seconds,
+                    PrefillTimings* t);
 
 // Counts a Prefill call's outcome in the pool's metrics: `status` OK records the phases of
 // `response`; else `next` says what followed.

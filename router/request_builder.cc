@@ -69,6 +69,7 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
   g.request_id = r.request_id.empty() ? NewRequestId(id_prefix) : r.request_id;
   g.priority = r.priority;
   g.cache_salt = r.cache_salt;
+  g.session = r.prompt_cache_key.empty() ? r.user : r.prompt_cache_key;
   return out;
 }
 

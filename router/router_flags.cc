@@ -80,6 +80,10 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "How often every worker's health and KV usage are polled")
       ->envname("BATON_HEALTH_POLL_SECONDS")
       ->check(CLI::Range(0.05, 3600.0));
+  cmd->add_flag("--log-requests", f->log_requests,
+                "Log one JSON line per request on stdout: its workers, expected and actual "
+                "cached tokens, and where its time went (docs/routing.md)")
+      ->envname("BATON_LOG_REQUESTS");
 }
 
 void AddWorkerListFlags(CLI::App* cmd, RouterFlags* f) {
@@ -127,6 +131,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.pool.approximate_ttl = absl::Seconds(f.approximate_ttl_seconds);
   o.pool.max_inflight_per_worker = f.max_inflight_per_worker;
   o.pool.poll_interval = absl::Seconds(f.health_poll_seconds);
+  o.log_requests = f.log_requests;
   return o;
 }
 

@@ -35,6 +35,7 @@ struct RouterFlags {
   double approximate_ttl_seconds = 120;
   int64_t max_inflight_per_worker = 512;
   double health_poll_seconds = 1;
+  bool log_requests = false;
 };
 
 // `with_model`: false where the caller defines --model itself (baton serve).

@@ -22,6 +22,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
                                                       r->pool_->primary(), options.worker_wait));
   r->pool_->Start(r->model_->worker_info().model_id(), r->model_->worker_info().block_size());
   r->watcher_ = std::make_unique<service::CancelWatcher>();
+  r->request_log_ = std::make_unique<RequestLog>(options.log_requests);
 
   OpenAiServerContext http_context;
   http_context.model = r->model_.get();
@@ -30,6 +31,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   http_context.watcher = r->watcher_.get();
   http_context.limits = options.limits;
   http_context.api_key = options.api_key;
+  http_context.request_log = r->request_log_.get();
   service::HttpServerOptions http = options.http;
   http.host = options.host;
   http.port = options.http_port;
@@ -43,6 +45,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     grpc_context.metrics = &r->metrics_;
     grpc_context.limits = options.limits;
     grpc_context.api_key = options.api_key;
+    grpc_context.request_log = r->request_log_.get();
     r->grpc_api_ = std::make_unique<GrpcApi>(grpc_context, options.grpc_generate_threads);
     grpc::EnableDefaultHealthCheckService(true);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();

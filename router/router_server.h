@@ -15,6 +15,7 @@
 #include "grpcpp/grpcpp.h"
 #include "router/grpc_api.h"
 #include "router/openai_protocol.h"
+#include "router/request_log.h"
 #include "router/router_metrics.h"
 #include "router/served_model.h"
 #include "router/worker_client.h"
@@ -41,6 +42,7 @@ struct RouterOptions {
   ProtocolLimits limits;
   service::HttpServerOptions http;                 // host and port come from above
   absl::Duration worker_wait = absl::Seconds(60);  // for the worker to answer at start-up
+  bool log_requests = false;  // one JSON line per request on stdout (RequestLog)
 };
 
 class RouterServer {
@@ -64,6 +66,7 @@ class RouterServer {
   std::unique_ptr<WorkerPool> pool_;
   std::unique_ptr<ServedModel> model_;
   std::unique_ptr<service::CancelWatcher> watcher_;
+  std::unique_ptr<RequestLog> request_log_;
   std::unique_ptr<service::HttpServer> http_;
   std::unique_ptr<GrpcApi> grpc_api_;  // before grpc_: the server goes first
   std::unique_ptr<grpc::Server> grpc_;

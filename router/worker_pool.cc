@@ -6,6 +6,7 @@
 #include <sys/socket.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
@@ -30,6 +31,18 @@ std::vector<std::string> SplitList(std::string_view list) {
     start = comma + 1;
   }
   return out;
+}
+
+// The policy's session key: 64-bit FNV-1a, stable across processes so that two routers
+// break ties for a session the same way; 0 means none.
+uint64_t SessionKey(std::string_view session) {
+  if (session.empty()) return 0;
+  uint64_t h = 0xcbf29ce484222325ULL;
+  for (char c : session) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 0x100000001b3ULL;
+  }
+  return h == 0 ? 1 : h;
 }
 
 }  // namespace
@@ -66,6 +79,7 @@ std::vector<std::string> ResolveTargets(const std::string& host, int port,
     }
   }
   std::vector<std::string> targets;
+  targets.reserve(addresses.size());
   for (const std::string& a : addresses) targets.push_back(StrCat(a, ":", port));
   std::sort(targets.begin(), targets.end());
   targets.erase(std::unique(targets.begin(), targets.end()), targets.end());
@@ -263,7 +277,8 @@ void WorkerPool::MarkDown(const WorkerClient* worker) {
 }
 
 absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
-                                       std::string_view cache_salt) {
+                                       std::string_view cache_salt, std::string_view session) {
+  const auto started = std::chrono::steady_clock::now();
   std::vector<kvcache::BlockHash> hashes;
   if (block_size_ > 0) {
     const kvcache::BlockHash root = kvcache::NamespaceHash(
@@ -292,7 +307,7 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
   if (!options_.kv_events) index_->Expire(now);
   const PlacementRequest request{.block_hashes = hashes,
                                  .prompt_tokens = static_cast<int64_t>(prompt_ids.size()),
-                                 .session = 0,
+                                 .session = SessionKey(session),
                                  .now = now};
   absl::StatusOr<Placement> placed =
       policy_->Place(request, PoolView{.workers = views,
@@ -322,6 +337,10 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
     if (route.prefill != nullptr) metrics_->CountDecision(policy_->name(), route.prefill->target());
     metrics_->AddExpectedHitTokens(p.expected_hit_tokens);
   }
+  route.policy = policy_->name();
+  route.expected_cached_tokens = p.expected_hit_tokens;
+  route.route_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   return route;
 }
 
@@ -343,13 +362,13 @@ WorkerClient* WorkerPool::primary() const {
 }
 
 absl::StatusOr<Route> RerouteAfterFailure(const Route& failed, std::span<const int32_t> prompt_ids,
-                                          std::string_view cache_salt) {
+                                          std::string_view cache_salt, std::string_view session) {
   WorkerPool* pool = failed.load != nullptr ? failed.load->pool() : nullptr;
   if (pool == nullptr || failed.decode == nullptr) {
     return absl::UnavailableError("no other worker to retry on");
   }
   pool->MarkDown(failed.decode);
-  BATON_ASSIGN_OR_RETURN(Route next, pool->Pick(prompt_ids, cache_salt));
+  BATON_ASSIGN_OR_RETURN(Route next, pool->Pick(prompt_ids, cache_salt, session));
   if (pool->metrics() != nullptr) pool->metrics()->CountReroute();
   return next;
 }

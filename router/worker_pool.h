@@ -73,6 +73,10 @@ struct Route {
   WorkerClient* prefill = nullptr;
   const WorkerPool* pool = nullptr;  // for failover; null: no retry on another worker
   std::shared_ptr<RouteLoad> load;   // null for routes made by hand (tests)
+  // How it was placed, for the request's latency breakdown and log.
+  std::string_view policy;             // the policy's name; empty for routes made by hand
+  int64_t expected_cached_tokens = 0;  // the prompt tokens the placement expected cached
+  double route_seconds = 0;            // hashing the prompt's blocks and placing it
   // Call when the prompt is computed; safe on any route.
   void PromptDone() const {
     if (load != nullptr) load->PromptDone();
@@ -110,7 +114,7 @@ std::vector<std::string> ResolveTargets(const std::string& host, int port,
 // down and places the request again (on the workers still healthy). Unavailable when the
 // route was made by hand (no pool) or nothing else can serve.
 absl::StatusOr<Route> RerouteAfterFailure(const Route& failed, std::span<const int32_t> prompt_ids,
-                                          std::string_view cache_salt);
+                                          std::string_view cache_salt, std::string_view session);
 
 class WorkerPool {
  public:
@@ -129,7 +133,10 @@ class WorkerPool {
   void Start(std::string model_id, int64_t block_size);
 
   // Where a request with this prompt runs. Unavailable when no healthy worker can serve.
-  absl::StatusOr<Route> Pick(std::span<const int32_t> prompt_ids, std::string_view cache_salt);
+  // `session` (the client's prompt_cache_key; empty: none) keeps a conversation on one
+  // worker while that costs little (the policy's session affinity).
+  absl::StatusOr<Route> Pick(std::span<const int32_t> prompt_ids, std::string_view cache_salt,
+                             std::string_view session = {});
   // A prefill worker other than `failed`, or null when there is none.
   WorkerClient* OtherPrefill(const WorkerClient* failed) const;
   PrefillFailover failover() const { return failover_; }

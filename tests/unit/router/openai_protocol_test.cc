@@ -138,6 +138,11 @@ INSTANTIATE_TEST_SUITE_P(
                 "'request_id' must not contain control characters", "request_id"},
         BadCase{"RequestIdTooLong", true, Chat("\"request_id\": \"" + std::string(300, 'a') + "\""),
                 "'request_id' is 300 bytes; the maximum is 256", "request_id"},
+        BadCase{"PromptCacheKeyTooLong", true,
+                Chat("\"prompt_cache_key\": \"" + std::string(257, 'k') + "\""),
+                "'prompt_cache_key' is 257 bytes; the maximum is 256", "prompt_cache_key"},
+        BadCase{"PromptCacheKeyNumber", false, Completion(R"("prompt_cache_key": 7)"),
+                "prompt_cache_key", "prompt_cache_key"},
         BadCase{"CacheSaltEmpty", true, Chat(R"("cache_salt": "")"),
                 "'cache_salt' must be a non-empty string", "cache_salt"},
         BadCase{"PriorityRange", true, Chat(R"("priority": 3000000000)"),
@@ -292,7 +297,8 @@ TEST(ParseCompletionTest, AllFields) {
     "frequency_penalty": 0.5, "top_k": -1, "seed": -1, "logit_bias": {"7": -100, "3": 2.5},
     "logprobs": 3, "echo": false, "ignore_eos": true, "skip_special_tokens": false,
     "include_stop_str_in_output": true, "add_special_tokens": false, "request_id": "abc",
-    "priority": -3, "cache_salt": "salt", "user": "u", "best_of": 2, "suffix": null,
+    "priority": -3, "cache_salt": "salt", "user": "u", "prompt_cache_key": "conv-1",
+    "best_of": 2, "suffix": null,
     "some_future_field": {"x": [1]}})");
   EXPECT_EQ(r.model, "m");
   EXPECT_TRUE(r.stream);
@@ -319,6 +325,7 @@ TEST(ParseCompletionTest, AllFields) {
   EXPECT_EQ(r.priority, -3);
   EXPECT_EQ(r.cache_salt, "salt");
   EXPECT_EQ(r.user, "u");
+  EXPECT_EQ(r.prompt_cache_key, "conv-1");
 }
 
 TEST(ParseCompletionTest, StopAsOneString) {
@@ -502,8 +509,8 @@ ChoiceOut ChoiceWithLogprobs() {
 }
 
 TEST(ResponseTest, CompletionLogprobsShape) {
-  const Json j = Json::parse(
-      CompletionResponseJson("cmpl-1", 1700000000, "m", {ChoiceWithLogprobs()}, {3, 2, 1}));
+  const Json j = Json::parse(CompletionResponseJson(
+      "cmpl-1", 1700000000, "m", {ChoiceWithLogprobs()}, {3, 2, 1, std::nullopt}));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["id"], "cmpl-1");
   EXPECT_EQ(j["created"], 1700000000);
@@ -582,8 +589,8 @@ TEST(ResponseTest, CompletionChunk) {
 }
 
 TEST(ResponseTest, UsageChunks) {
-  const Json chat =
-      Json::parse(UsageChunkJson(OpenAiRequest::Kind::kChat, "chatcmpl-1", 1, "m", {10, 4, 8}));
+  const Json chat = Json::parse(
+      UsageChunkJson(OpenAiRequest::Kind::kChat, "chatcmpl-1", 1, "m", {10, 4, 8, std::nullopt}));
   EXPECT_EQ(chat["object"], "chat.completion.chunk");
   EXPECT_EQ(chat["choices"], Json::array());
   EXPECT_EQ(chat["usage"]["total_tokens"], 14);
@@ -591,6 +598,25 @@ TEST(ResponseTest, UsageChunks) {
   const Json completion =
       Json::parse(UsageChunkJson(OpenAiRequest::Kind::kCompletion, "cmpl-1", 1, "m", {}));
   EXPECT_EQ(completion["object"], "text_completion");
+}
+
+TEST(ResponseTest, TimingsSitBesideUsageOnlyWhenGiven) {
+  RequestTimings t;
+  t.route_seconds = 0.25;
+  t.prefill_seconds = 0.5;
+  t.time_to_first_token_seconds = 0.75;
+  t.total_seconds = 1.5;
+  const Json with = Json::parse(ChatResponseJson("chatcmpl-1", 1, "m", {}, {1, 2, 0, t}));
+  EXPECT_EQ(with["timings"]["route_seconds"], 0.25);
+  EXPECT_EQ(with["timings"]["prefill_seconds"], 0.5);
+  EXPECT_EQ(with["timings"]["time_to_first_token_seconds"], 0.75);
+  EXPECT_EQ(with["timings"]["total_seconds"], 1.5);
+  EXPECT_EQ(with["timings"].size(), 9U);
+  const Json chunk =
+      Json::parse(UsageChunkJson(OpenAiRequest::Kind::kCompletion, "cmpl-1", 1, "m", {1, 2, 0, t}));
+  EXPECT_EQ(chunk["timings"]["kv_transfer_seconds"], 0.0);
+  const Json without = Json::parse(CompletionResponseJson("cmpl-1", 1, "m", {}, {}));
+  EXPECT_FALSE(without.contains("timings"));
 }
 
 TEST(ResponseTest, Models) {

@@ -114,15 +114,15 @@ TEST(WorkerPoolTest, ARerouteMarksTheFailedWorkerDownAndGoesElsewhere) {
   ASSERT_TRUE(pool.ok());
   absl::StatusOr<Route> first = (*pool)->Pick(kPrompt, "");
   ASSERT_TRUE(first.ok());
-  absl::StatusOr<Route> next = RerouteAfterFailure(*first, kPrompt, "");
+  absl::StatusOr<Route> next = RerouteAfterFailure(*first, kPrompt, "", "");
   ASSERT_TRUE(next.ok());
   EXPECT_NE(next->decode, first->decode);
   for (int i = 0; i < 4; ++i) EXPECT_EQ((*pool)->Pick(kPrompt, "")->decode, next->decode);
   // With no worker left, the second failure is the client's answer.
-  EXPECT_EQ(RerouteAfterFailure(*next, kPrompt, "").status().code(),
+  EXPECT_EQ(RerouteAfterFailure(*next, kPrompt, "", "").status().code(),
             absl::StatusCode::kUnavailable);
   // A route made by hand has no pool to retry in.
-  EXPECT_FALSE(RerouteAfterFailure(Route(first->decode), kPrompt, "").ok());
+  EXPECT_FALSE(RerouteAfterFailure(Route(first->decode), kPrompt, "", "").ok());
 }
 
 }  // namespace

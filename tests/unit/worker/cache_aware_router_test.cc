@@ -9,6 +9,7 @@
 #include <signal.h>
 
 #include <chrono>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "baton/v1/baton.grpc.pb.h"
 #include "common/strings.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 #include "tests/unit/worker/router_proc.h"
 #include "tests/unit/worker/worker_proc.h"
 
@@ -77,7 +79,9 @@ TEST(CacheAwareRouterTest, SharedPrefixesLandWhereTheyAreCachedAndDeadWorkersAre
       ASSERT_TRUE(a.status.ok()) << a.status.error_message();
       hits += a.cached_tokens;
     }
-    if (r == 0) EXPECT_TRUE(IndexHolds(router, 3 * 6)) << "the workers' events reached the index";
+    if (r == 0) {
+      EXPECT_TRUE(IndexHolds(router, 3 * 6)) << "the workers' events reached the index";
+    }
   }
   EXPECT_GE(hits, 9 * kPrefixTokens) << "every repeat of a prefix was a hit";
   const double expected =
@@ -184,6 +188,75 @@ TEST(CacheAwareRouterTest, TwoRoutersEachLearnFromTheEvents) {
   ASSERT_TRUE(Generate(b, Shared(5, 0)).status.ok());
   ASSERT_TRUE(IndexHolds(a, 12));
   EXPECT_EQ(Generate(a, Shared(5, 1)).cached_tokens, kPrefixTokens);
+}
+
+// The --log-requests line of the next request (the router's stdout after its banner).
+nlohmann::json NextLogLine(Router& r) {
+  return nlohmann::json::parse(r.process->ReadLine(), nullptr, false);
+}
+
+TEST(CacheAwareRouterTest, ASessionKeyKeepsItsWorkerAndEveryRequestReportsItsBreakdown) {
+  Cluster c;
+  Router router([&] {
+    std::vector<std::string> flags = c.Flags();
+    flags.push_back("--log-requests");
+    return flags;
+  }());
+  ASSERT_TRUE(router.stub);
+  // Prompts that share nothing: only the key can keep them together.
+  std::set<std::string> keyed_prefill, keyed_decode, free_prefill;
+  for (int i = 0; i < 6; ++i) {
+    pb::GenerateRequest req = Shared(20 + i, 0);
+    req.set_prompt_cache_key("alice");
+    const Answer a = Generate(router, req);
+    ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+    const nlohmann::json line = NextLogLine(router);
+    ASSERT_TRUE(line.is_object());
+    keyed_prefill.insert(line.value("prefill_worker", ""));
+    keyed_decode.insert(line.value("worker", ""));
+    // The breakdown: the same figures in the response and in the log.
+    EXPECT_EQ(line["api"], "grpc");
+    EXPECT_EQ(line["status"], "OK");
+    EXPECT_EQ(line["policy"], "baton");
+    EXPECT_EQ(line["prompt_tokens"], kPrefixTokens + 8);
+    EXPECT_EQ(line["cached_tokens"], a.cached_tokens);
+    const pb::Timings& t = a.timings;
+    EXPECT_GT(t.route_seconds(), 0);
+    EXPECT_GT(t.prefill_seconds(), 0) << "a split request has a prefill leg";
+    EXPECT_GT(t.prefill_compute_seconds(), 0);
+    EXPECT_LE(t.prefill_compute_seconds() + t.prefill_queue_seconds(), t.prefill_seconds());
+    EXPECT_GE(t.time_to_first_token_seconds(), t.prefill_seconds());
+    EXPECT_LE(t.time_to_first_token_seconds(), t.total_seconds());
+    EXPECT_DOUBLE_EQ(line["seconds"]["prefill"].get<double>(), t.prefill_seconds());
+    EXPECT_DOUBLE_EQ(line["seconds"]["route"].get<double>(), t.route_seconds());
+    EXPECT_GE(line["seconds"]["total"].get<double>(), t.total_seconds());
+  }
+  EXPECT_EQ(keyed_prefill.size(), 1U) << "one session, one prefill worker";
+  EXPECT_EQ(keyed_decode.size(), 1U);
+  for (int i = 0; i < 6; ++i) {
+    ASSERT_TRUE(Generate(router, Shared(40 + i, 0)).status.ok());
+    free_prefill.insert(NextLogLine(router).value("prefill_worker", ""));
+  }
+  EXPECT_EQ(free_prefill.size(), 2U) << "without a key, the load spreads";
+
+  // HTTP: OpenAI's prompt_cache_key, and "timings" beside "usage".
+  nlohmann::json body = {{"max_tokens", 2}, {"temperature", 0}};
+  body["prompt"] = nlohmann::json::array();
+  const pb::GenerateRequest prompt = Shared(60, 0);
+  for (int id : prompt.token_ids().ids()) body["prompt"].push_back(id);
+  body["prompt_cache_key"] = "alice";
+  const nlohmann::json answer = baton::testing::Complete(router.http_port, body);
+  ASSERT_TRUE(answer.contains("timings")) << answer.dump();
+  const nlohmann::json line = NextLogLine(router);
+  EXPECT_EQ(line["api"], "http");
+  EXPECT_EQ(line["status"], "200");
+  EXPECT_EQ(line["request_id"], answer["id"]);
+  EXPECT_EQ(line.value("prefill_worker", ""), *keyed_prefill.begin()) << "the session held";
+  const nlohmann::json& t = answer["timings"];
+  EXPECT_GT(t["prefill_seconds"].get<double>(), 0);
+  EXPECT_GT(t["route_seconds"].get<double>(), 0);
+  EXPECT_LE(t["time_to_first_token_seconds"].get<double>(), t["total_seconds"].get<double>());
+  EXPECT_DOUBLE_EQ(line["seconds"]["prefill"].get<double>(), t["prefill_seconds"].get<double>());
 }
 
 }  // namespace

@@ -69,6 +69,7 @@ struct Answer {
   std::string finish_reason;
   int logprobs = 0;
   int64_t cached_tokens = 0;  // usage: prompt tokens served from a prefix cache
+  pb::Timings timings;        // from the final message
   grpc::Status status;
 };
 
@@ -82,7 +83,10 @@ Answer Generate(Router& r, const pb::GenerateRequest& req, grpc::ClientContext* 
     a.ids.insert(a.ids.end(), m.token_ids().begin(), m.token_ids().end());
     a.text += m.text();
     a.logprobs += m.logprobs_size();
-    if (m.finished()) a.finish_reason = m.finish_reason();
+    if (m.finished()) {
+      a.finish_reason = m.finish_reason();
+      a.timings = m.timings();
+    }
     if (m.has_usage()) a.cached_tokens = std::max(a.cached_tokens, m.usage().cached_tokens());
   }
   a.status = reader->Finish();

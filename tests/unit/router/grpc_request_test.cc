@@ -1,0 +1,51 @@
+// The baton.v1 GenerateRequest checks (FromProto): every client string has a bound, and the
+// error names the field.
+#include <string>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "router/grpc_api.h"
+
+namespace baton::router {
+namespace {
+
+using ::testing::HasSubstr;
+
+baton::v1::GenerateRequest Request() {
+  baton::v1::GenerateRequest r;
+  r.set_text("Once upon a time");
+  return r;
+}
+
+TEST(GrpcRequestTest, PromptCacheKeyIsCarried) {
+  baton::v1::GenerateRequest r = Request();
+  r.set_prompt_cache_key("conv-7");
+  absl::StatusOr<OpenAiRequest> got = FromProto(r, ProtocolLimits());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->prompt_cache_key, "conv-7");
+}
+
+TEST(GrpcRequestTest, IdentifiersAreBounded) {
+  const ProtocolLimits limits;
+  const std::string long_id(limits.max_id_bytes + 1, 'x');
+  for (const char* field : {"request_id", "cache_salt", "prompt_cache_key"}) {
+    baton::v1::GenerateRequest r = Request();
+    r.GetReflection()->SetString(&r, r.GetDescriptor()->FindFieldByName(field), long_id);
+    absl::StatusOr<OpenAiRequest> got = FromProto(r, limits);
+    ASSERT_FALSE(got.ok()) << field;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(got.status().message()),
+                HasSubstr(std::string(field) + " is 257 bytes; the maximum is 256"));
+  }
+}
+
+TEST(GrpcRequestTest, RequestIdMustNotCarryControlCharacters) {
+  baton::v1::GenerateRequest r = Request();
+  r.set_request_id("a\r\nb");
+  absl::StatusOr<OpenAiRequest> got = FromProto(r, ProtocolLimits());
+  ASSERT_FALSE(got.ok());
+  EXPECT_THAT(std::string(got.status().message()), HasSubstr("request_id must not contain"));
+}
+
+}  // namespace
+}  // namespace baton::router
