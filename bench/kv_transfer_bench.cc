@@ -7,6 +7,10 @@
 // page (64 KiB), in the order a layer-wise push sends them: layer 0 of every page, then
 // layer 1, ... A 4096-token prompt is 256 pages, 256 MiB.
 //
+// The receiver's pool is allocated as a decode worker's is (--pool auto): by UCX when the
+// transports include shared memory, so that puts land directly; else by the process and
+// registered. `--pool own` registers the process's memory everywhere, as before.
+//
 // The receiver is this binary in `--receiver` mode, a separate process. After each round it
 // hashes its pool (XXH3) and the sender compares: a transfer that loses or misplaces a byte
 // fails the run.
@@ -18,6 +22,7 @@
 #include <cstdlib>
 #include <exception>
 #include <iostream>
+#include <span>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -48,18 +53,24 @@ struct Shape {
   int64_t bytes() const { return pages() * page_bytes(); }
 };
 
-int Receiver(const std::string& transports, int64_t bytes) {
+int Receiver(const std::string& transports, const std::string& pool_mode, int64_t bytes) {
   auto ucx = UcxWorker::Create({.transports = transports});
   if (!ucx.ok()) {
     std::cerr << ucx.status() << "\n";
     return 1;
   }
-  std::vector<uint8_t> pool(bytes, 0);
-  auto region = RegisteredRegion::Register(**ucx, pool.data(), pool.size());
+  std::vector<uint8_t> own;
+  const bool from_ucx = pool_mode == "ucx" ||
+                        (pool_mode == "auto" && baton::transport::MayUseSharedMemory(transports));
+  auto region = from_ucx
+                    ? RegisteredRegion::Allocate(**ucx, bytes)
+                    : (own.assign(bytes, 0), RegisteredRegion::Register(**ucx, own.data(), bytes));
   if (!region.ok()) {
     std::cerr << region.status() << "\n";
     return 1;
   }
+  const std::span<uint8_t> pool(static_cast<uint8_t*>((*region)->data()), bytes);
+  std::fill(pool.begin(), pool.end(), 0);
   std::cout << baton::testing::Hex((*ucx)->address()) << " "
             << baton::testing::Hex((*region)->packed_rkey()) << " " << (*region)->base()
             << std::endl;
@@ -111,6 +122,7 @@ int Main(int argc, char** argv) {
   bool receiver = false;
   std::string order = "layer";
   std::string receiver_tls;
+  std::string pool_mode = "auto";
   CLI::App app{"kv_transfer_bench: UCX KV page transfer GB/s against ucx_perftest ucp_put_bw"};
   app.add_option("--transports", transports, "UCX_TLS values to measure (comma list)")
       ->delimiter(',')
@@ -128,10 +140,15 @@ int Main(int argc, char** argv) {
                  "page whole, one contiguous run")
       ->check(CLI::IsMember({"layer", "page"}))
       ->capture_default_str();
+  app.add_option("--pool", pool_mode,
+                 "the receiver's pool: auto (as a decode worker: UCX allocates it when the "
+                 "transports include shared memory), ucx, or own (registered process memory)")
+      ->check(CLI::IsMember({"auto", "ucx", "own"}))
+      ->capture_default_str();
   app.add_flag("--receiver", receiver, "internal: run as the receiving process");
   app.add_option("--receiver-tls", receiver_tls, "internal");
   CLI11_PARSE(app, argc, argv);
-  if (receiver) return Receiver(receiver_tls, shape.bytes());
+  if (receiver) return Receiver(receiver_tls, pool_mode, shape.bytes());
 
   const int64_t total_puts = shape.pages() * shape.layers;
   std::printf(
@@ -148,10 +165,10 @@ int Main(int argc, char** argv) {
   std::printf("\n%-10s %11s %12s %15s %8s %15s %8s\n", "transport", "baton GB/s", "min..max",
               "perftest 1 msg", "ratio", "perftest chunk", "ratio");
   for (const std::string& tls : transports) {
-    ChildProcess peer({"/proc/self/exe", "--receiver", "--receiver-tls", tls, "--tokens",
-                       std::to_string(shape.tokens), "--layers", std::to_string(shape.layers),
-                       "--kv-heads", std::to_string(shape.kv_heads), "--head-dim",
-                       std::to_string(shape.head_dim)});
+    ChildProcess peer({"/proc/self/exe", "--receiver", "--receiver-tls", tls, "--pool", pool_mode,
+                       "--tokens", std::to_string(shape.tokens), "--layers",
+                       std::to_string(shape.layers), "--kv-heads", std::to_string(shape.kv_heads),
+                       "--head-dim", std::to_string(shape.head_dim)});
     std::istringstream info(peer.ReadLine());
     std::string address_hex, rkey_hex;
     uint64_t base = 0;

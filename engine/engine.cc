@@ -131,7 +131,14 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
         " tokens (", layout.bytes_per_block(), " bytes for this model); give it more memory"));
   }
   std::unique_ptr<Engine> engine(new Engine(model, options));
-  BATON_ASSIGN_OR_RETURN(engine->pool_, KvPool::Create(layout, KvPagesForBytes(layout, bytes)));
+  const int64_t pages = KvPagesForBytes(layout, bytes);
+  void* memory = nullptr;
+  if (options.kv_pool_memory) {
+    BATON_ASSIGN_OR_RETURN(memory,
+                           options.kv_pool_memory(static_cast<size_t>(pages) *
+                                                  static_cast<size_t>(layout.bytes_per_block())));
+  }
+  BATON_ASSIGN_OR_RETURN(engine->pool_, KvPool::Create(layout, pages, memory));
   engine->threads_ = std::make_unique<ThreadPool>(options.threads);
   engine->events_ = std::make_unique<kvcache::KvEventPublisher>(options.block_size);
   engine->blocks_ = std::make_unique<BlockManager>(
@@ -421,6 +428,9 @@ void Engine::Loop() {
     }
     DrainInbox();
     Step();
+    if (has_work && options_.debug_step_delay.count() > 0) {
+      std::this_thread::sleep_for(options_.debug_step_delay);
+    }
     std::lock_guard<std::mutex> lock(mu_);
     PublishStatsLocked();
   }

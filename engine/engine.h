@@ -47,6 +47,11 @@ struct EngineOptions {
   // available at start-up. Whole pages only.
   int64_t kv_cache_bytes = 0;
   double kv_cache_fraction = 0.25;
+  // Where the KV pool's memory comes from. Unset, or returning null: the engine maps it
+  // itself. Else it is handed the pool's size in bytes and returns zero-filled, page-aligned
+  // memory that outlives the engine (a worker that receives KV over shared memory lets
+  // UCX allocate it, so that a peer's puts land in it directly: docs/transport.md).
+  std::function<absl::StatusOr<void*>(size_t bytes)> kv_pool_memory;
   bool enable_prefix_cache = true;
   int64_t max_running = 256;          // sequences decoding together
   int64_t max_waiting = 4096;         // queued requests; more is an overload error
@@ -54,6 +59,9 @@ struct EngineOptions {
   int64_t max_prefill_chunk = 512;    // prompt tokens per sequence per step
   std::string model_id;               // for block hashes; defaults to the model's name
   SamplingLimits sampling_limits;
+  // Tests only: a pause after every step with work, so that a short prompt takes long
+  // enough to interrupt a transfer midway on any machine and transport.
+  std::chrono::milliseconds debug_step_delay{0};
 };
 
 struct EngineRequest {

@@ -3,6 +3,7 @@
 #include <sys/mman.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstdlib>
 #include <cstring>
 
@@ -11,7 +12,9 @@
 
 namespace baton::engine {
 
-void KvPool::Unmapper::operator()(float* p) const { ::munmap(p, bytes); }
+void KvPool::Unmapper::operator()(float* p) const {
+  if (bytes > 0) ::munmap(p, bytes);
+}
 
 KvPool::KvPool(const KvLayout& layout, int64_t num_blocks)
     : layout_(layout), num_blocks_(num_blocks), allocated_(num_blocks, false) {
@@ -19,7 +22,8 @@ KvPool::KvPool(const KvLayout& layout, int64_t num_blocks)
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
-absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, int64_t num_blocks) {
+absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, int64_t num_blocks,
+                                                       void* memory) {
   if (layout.num_layers < 1 || layout.num_kv_heads < 1 || layout.head_dim < 1 ||
       layout.block_size < 1 || layout.block_size > 1024) {
     return absl::InvalidArgumentError(
@@ -33,8 +37,15 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, i
   }
   const uint64_t bytes = static_cast<uint64_t>(num_blocks) * layout.bytes_per_block();
   std::unique_ptr<KvPool> pool(new KvPool(layout, num_blocks));
+  if (memory != nullptr) {
+    if (reinterpret_cast<uintptr_t>(memory) % 64 != 0) {
+      return absl::InvalidArgumentError("the KV pool's memory must be 64-byte aligned");
+    }
+    pool->data_ = std::unique_ptr<float, Unmapper>(static_cast<float*>(memory), Unmapper{0});
+    return pool;
+  }
   // mmap: page-aligned (so every KV page starts on a cache line) and zero-filled lazily.
-  void* memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  memory = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (memory == MAP_FAILED) {
     return absl::ResourceExhaustedError(
         StrCat("cannot allocate the KV pool: ", bytes, " bytes for ", num_blocks,

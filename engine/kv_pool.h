@@ -26,8 +26,10 @@ struct KvLayout {
 class KvPool {
  public:
   // InvalidArgument if the layout is degenerate or num_blocks < 1; ResourceExhausted if
-  // the memory cannot be had.
-  static absl::StatusOr<std::unique_ptr<KvPool>> Create(const KvLayout& layout, int64_t num_blocks);
+  // the memory cannot be had. `memory` (page-aligned, zero-filled, num_blocks pages, and
+  // outliving the pool) is used instead of a mapping of the pool's own when given.
+  static absl::StatusOr<std::unique_ptr<KvPool>> Create(const KvLayout& layout, int64_t num_blocks,
+                                                        void* memory = nullptr);
 
   const KvLayout& layout() const { return layout_; }
   int64_t num_blocks() const { return num_blocks_; }
@@ -50,13 +52,13 @@ class KvPool {
   KvPool(const KvLayout& layout, int64_t num_blocks);
 
   struct Unmapper {
-    size_t bytes;
+    size_t bytes;  // 0: the memory is not the pool's to unmap
     void operator()(float* p) const;
   };
   KvLayout layout_;
   int64_t num_blocks_;
-  // Anonymous memory: zero pages until first written, so a large budget costs only what
-  // is used.
+  // Anonymous memory (or the caller's): zero pages until first written, so a large budget
+  // costs only what is used.
   std::unique_ptr<float, Unmapper> data_;
   std::vector<int32_t> free_;  // a stack: the most recently freed page is reused first
   std::vector<bool> allocated_;

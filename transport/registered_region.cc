@@ -31,6 +31,33 @@ absl::StatusOr<std::unique_ptr<RegisteredRegion>> RegisteredRegion::Register(
   return r;
 }
 
+absl::StatusOr<std::unique_ptr<RegisteredRegion>> RegisteredRegion::Allocate(UcxWorker& ucx,
+                                                                             size_t bytes) {
+  if (bytes == 0) return absl::InvalidArgumentError("an allocated region needs bytes > 0");
+  std::unique_ptr<RegisteredRegion> r(new RegisteredRegion());
+  r->ucx_ = &ucx;
+  ucp_mem_map_params_t params = {};
+  params.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH |
+                      UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+  params.address = nullptr;
+  params.length = bytes;
+  params.flags = UCP_MEM_MAP_ALLOCATE;
+  BATON_UCX_RETURN_IF_ERROR(ucp_mem_map(ucx.context(), &params, &r->memh_),
+                            StrCat("allocating ", bytes, " bytes through UCX"));
+  ucp_mem_attr_t attr = {};
+  attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+  BATON_UCX_RETURN_IF_ERROR(ucp_mem_query(r->memh_, &attr), "querying UCX's allocation");
+  r->base_ = attr.address;
+  r->bytes_ = bytes;
+  void* rkey = nullptr;
+  size_t rkey_bytes = 0;
+  BATON_UCX_RETURN_IF_ERROR(ucp_rkey_pack(ucx.context(), r->memh_, &rkey, &rkey_bytes),
+                            "packing the remote key");
+  r->packed_rkey_.assign(static_cast<const char*>(rkey), rkey_bytes);
+  ucp_rkey_buffer_release(rkey);
+  return r;
+}
+
 RegisteredRegion::~RegisteredRegion() {
   if (memh_ != nullptr) ucp_mem_unmap(ucx_->context(), memh_);
 }

@@ -18,11 +18,19 @@ class RegisteredRegion {
   static absl::StatusOr<std::unique_ptr<RegisteredRegion>> Register(
       UcxWorker& ucx, void* base, size_t bytes,
       ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST);
+  // Memory that UCX allocates and registers in one step (ucp_mem_map with ALLOCATE),
+  // zero-filled. UCX takes it from the first method of UCX_MEM_ALLOC that works: shared
+  // memory (sysv, posix) first, so that a peer on this host with the shared-memory
+  // transports can write into it directly (one copy, no progress needed here). Memory
+  // registered with Register() is reachable there only through emulated puts: a copy into
+  // a bounce buffer, and another by this process's progress thread.
+  static absl::StatusOr<std::unique_ptr<RegisteredRegion>> Allocate(UcxWorker& ucx, size_t bytes);
   ~RegisteredRegion();
   RegisteredRegion(const RegisteredRegion&) = delete;
   RegisteredRegion& operator=(const RegisteredRegion&) = delete;
 
   uint64_t base() const { return reinterpret_cast<uint64_t>(base_); }
+  void* data() const { return base_; }
   size_t bytes() const { return bytes_; }
   ucp_mem_h memh() const { return memh_; }
   // The remote key a peer unpacks to write here (opaque bytes).

@@ -3,6 +3,8 @@
 #include <poll.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <string>
 #include <utility>
 
 #include "common/strings.h"
@@ -38,6 +40,27 @@ absl::Status UcxCompletion::WaitAndRelease(absl::Time deadline, const std::strin
   }
   delete this;
   return UcxStatus(status, what);
+}
+
+bool MayUseSharedMemory(std::string_view transports) {
+  std::string tls(transports);
+  if (tls.empty()) {
+    const char* env = std::getenv("UCX_TLS");
+    tls = env == nullptr ? "" : env;
+  }
+  if (tls.empty()) return true;
+  const bool excluding = tls[0] == '^';  // UCX_TLS=^a,b: everything but a and b
+  bool named = false;
+  size_t start = excluding ? 1 : 0;
+  while (start <= tls.size()) {
+    size_t comma = tls.find(',', start);
+    if (comma == std::string::npos) comma = tls.size();
+    const std::string_view name(tls.data() + start, comma - start);
+    named = named || name == "sm" || name == "shm" || name == "posix" || name == "sysv" ||
+            (!excluding && name == "all");
+    start = comma + 1;
+  }
+  return excluding ? !named : named;
 }
 
 absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxOptions& options) {

@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -29,6 +30,11 @@ struct UcxOptions {
 };
 
 class UcxWorker;
+
+// Whether UCX may choose a shared-memory transport for `transports` (UCX_TLS syntax;
+// empty: the UCX_TLS variable, and when that is unset too, UCX's choice, which includes
+// shared memory).
+bool MayUseSharedMemory(std::string_view transports);
 
 // The outcome of one UCX operation, shared by the poster and UCX's callback. The poster
 // waits with WaitAndRelease(); if it gives up first, the UcxWorker keeps the completion

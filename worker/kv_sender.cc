@@ -17,6 +17,7 @@ namespace pb = ::baton::internal::v1;
 using Clock = std::chrono::steady_clock;
 
 constexpr int64_t kPollMs = 20;
+constexpr absl::Duration kPeerCheck = absl::Milliseconds(250);
 
 double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
@@ -51,21 +52,34 @@ pb::KvTransfer::Stub* KvSender::StubFor(const std::string& target) {
   return stub.get();
 }
 
-absl::StatusOr<std::shared_ptr<transport::UcxEndpoint>> KvSender::EndpointFor(
-    const std::string& address) {
+absl::StatusOr<std::shared_ptr<KvSender::RemotePool>> KvSender::RemotePoolFor(
+    const transport::TransferTicket& t) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = endpoints_.find(address);
-  if (it != endpoints_.end() && it->second->health().ok()) return it->second;
-  if (it != endpoints_.end()) endpoints_.erase(it);  // its peer failed: reconnect
+  auto it = pools_.find(t.worker_address);
+  if (it != pools_.end()) {
+    const RemotePool& p = *it->second;
+    if (p.ep->health().ok() && p.rkey == t.rkey && p.base == t.pool_base &&
+        p.bytes == t.pool_bytes) {
+      return it->second;
+    }
+    // Its peer failed (reconnect), or it registered another pool. Requests still using
+    // the old one keep it alive until they end.
+    pools_.erase(it);
+  }
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<transport::UcxEndpoint> ep,
-                         transport::UcxEndpoint::Connect(*ucx_, address));
+                         transport::UcxEndpoint::Connect(*ucx_, t.worker_address));
   // Finish the connection handshake before the first put. Debian's UCX 1.13 asserts (and
   // aborts the receiver) when a peer dies while the receiver's handshake reply is still
   // queued (openucx/ucx#8175); a flushed endpoint has none queued.
   BATON_RETURN_IF_ERROR(ep->Flush(absl::Now() + options_.flush_timeout));
-  std::shared_ptr<transport::UcxEndpoint> shared = std::move(ep);
-  endpoints_[address] = shared;
-  return shared;
+  auto pool = std::make_shared<RemotePool>();
+  BATON_ASSIGN_OR_RETURN(pool->region, ep->ImportRegion(t.rkey, t.pool_base, t.pool_bytes));
+  pool->ep = std::move(ep);
+  pool->rkey = t.rkey;
+  pool->base = t.pool_base;
+  pool->bytes = t.pool_bytes;
+  pools_[t.worker_address] = pool;
+  return pool;
 }
 
 absl::StatusOr<absl::Time> KvSender::KeepAlive(pb::KvTransfer::Stub* stub,
@@ -155,18 +169,11 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
       }
     }
   }
-  std::shared_ptr<transport::UcxEndpoint> ep;
-  std::unique_ptr<transport::RemoteRegion> remote;
+  std::shared_ptr<RemotePool> peer;
   if (ok.ok()) {
-    absl::StatusOr<std::shared_ptr<transport::UcxEndpoint>> e = EndpointFor(ticket->worker_address);
-    ok = e.status();
-    if (ok.ok()) {
-      ep = *std::move(e);
-      absl::StatusOr<std::unique_ptr<transport::RemoteRegion>> r =
-          ep->ImportRegion(ticket->rkey, ticket->pool_base, ticket->pool_bytes);
-      ok = r.status();
-      if (ok.ok()) remote = *std::move(r);
-    }
+    absl::StatusOr<std::shared_ptr<RemotePool>> p = RemotePoolFor(*ticket);
+    ok = p.status();
+    if (ok.ok()) peer = *std::move(p);
   }
   if (!ok.ok()) {
     Release(stub, request.id);
@@ -174,8 +181,9 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   }
 
   // 3. Compute and push.
-  auto sink = std::make_shared<UcxKvSink>(ep.get(), remote.get(), region_, engine_->kv_pool_data(),
-                                          engine_->kv_layout(), *ticket, options_.flush_timeout);
+  auto sink = std::make_shared<UcxKvSink>(peer->ep.get(), peer->region.get(), region_,
+                                          engine_->kv_pool_data(), engine_->kv_layout(), *ticket,
+                                          options_.flush_timeout);
   request.kv_sink = sink;
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream = engine_->Submit(request);
   if (!stream.ok()) {
@@ -190,12 +198,17 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   const absl::Time granted = absl::FromUnixMillis(ticket->lease_deadline_unix_ms);
   const absl::Duration lease = std::max(granted - absl::Now(), absl::Seconds(1));
   absl::Time renew_at = granted - lease / 3;
+  // Shared memory cannot tell that the decode worker died: puts into its mapped pool still
+  // succeed. There, a renewal every kPeerCheck doubles as a check that it is alive.
+  const bool check_peer = !peer->ep->detects_peer_failure();
+  absl::Time check_at = absl::Now() + kPeerCheck;
   for (;;) {
     bool timed_out = false;
     if (!(*stream)->NextFor(&e, kPollMs, &timed_out)) {
       if (!timed_out) break;
-      if (!stopped && absl::Now() >= renew_at) {
+      if (!stopped && (absl::Now() >= renew_at || (check_peer && absl::Now() >= check_at))) {
         absl::StatusOr<absl::Time> until = KeepAlive(stub, request.id, lease);
+        check_at = absl::Now() + kPeerCheck;
         if (until.ok()) {
           renew_at = *until - lease / 3;
         } else {

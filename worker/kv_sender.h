@@ -51,7 +51,17 @@ class KvSender {
 
  private:
   baton::internal::v1::KvTransfer::Stub* StubFor(const std::string& target);
-  absl::StatusOr<std::shared_ptr<transport::UcxEndpoint>> EndpointFor(const std::string& address);
+  // A decode worker's pool as this process reaches it: the endpoint to its UCX worker and
+  // its pool's remote key, unpacked once. Over shared memory, unpacking maps the peer's
+  // pool, and the first put into each page of a new mapping faults it in; reused, the
+  // mapping is warm (docs/perf/transport.md).
+  struct RemotePool {
+    std::shared_ptr<transport::UcxEndpoint> ep;
+    std::unique_ptr<transport::RemoteRegion> region;  // declared after ep: destroyed first
+    std::string rkey;
+    uint64_t base = 0, bytes = 0;
+  };
+  absl::StatusOr<std::shared_ptr<RemotePool>> RemotePoolFor(const transport::TransferTicket& t);
   void Release(baton::internal::v1::KvTransfer::Stub* stub, const std::string& transfer_id);
   // Extends the reservation's lease by `lease`; its new end.
   absl::StatusOr<absl::Time> KeepAlive(baton::internal::v1::KvTransfer::Stub* stub,
@@ -66,7 +76,7 @@ class KvSender {
 
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<baton::internal::v1::KvTransfer::Stub>> stubs_;
-  std::map<std::string, std::shared_ptr<transport::UcxEndpoint>> endpoints_;
+  std::map<std::string, std::shared_ptr<RemotePool>> pools_;  // by UCX worker address
 };
 
 }  // namespace baton::worker

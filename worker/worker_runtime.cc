@@ -1,6 +1,7 @@
 #include "worker/worker_runtime.h"
 
 #include <chrono>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -49,6 +50,10 @@ void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
   cmd->add_option("--max-prefill-chunk", f->max_prefill_chunk,
                   "Prompt tokens per sequence per step");
   cmd->add_flag("--no-prefix-cache", f->no_prefix_cache, "Do not reuse cached prompt blocks");
+  // Hidden (no group): for tests that must interrupt a prompt midway.
+  cmd->add_option("--debug-step-delay-ms", f->debug_step_delay_ms)
+      ->group("")
+      ->check(CLI::Range(0, 10000));
   cmd->add_flag("--no-mmap", f->no_mmap,
                 "Copy the weights into (huge-page) memory instead of mapping the file");
 }
@@ -57,6 +62,13 @@ void AddTransferFlags(CLI::App* cmd, WorkerFlags* f) {
   cmd->add_option("--ucx-tls", f->ucx_tls,
                   "UCX transports for KV transfers, as UCX_TLS (e.g. tcp, sm, rc,cuda_ipc)")
       ->envname("BATON_UCX_TLS");
+  cmd->add_option("--kv-pool", f->kv_pool,
+                  "Where the KV pool's memory comes from: auto (a decode worker whose UCX "
+                  "transports include shared memory lets UCX allocate it, so that prefill "
+                  "workers' puts land in it directly), engine (the engine's own mapping, with "
+                  "transparent huge pages), or ucx")
+      ->envname("BATON_KV_POOL")
+      ->check(CLI::IsMember({"auto", "engine", "ucx"}));
   cmd->add_option("--kv-lease-seconds", f->kv_lease_seconds,
                   "Decode side: how long reserved KV pages wait for their transfer")
       ->envname("BATON_KV_LEASE_SECONDS")
@@ -91,19 +103,46 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   options.max_waiting = flags.max_waiting;
   options.max_batched_tokens = flags.max_batched_tokens;
   options.max_prefill_chunk = flags.max_prefill_chunk;
+  options.debug_step_delay = std::chrono::milliseconds(flags.debug_step_delay_ms);
 
   model::OpenOptions open;
   open.use_mmap = !flags.no_mmap;
-  // The engine keeps a pointer to the model: it is loaded into its final place first.
-  BATON_ASSIGN_OR_RETURN(w->loaded_, engine::LoadModel(flags.model, open));
-  BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
   // Every role takes part in KV transfers: a colocated worker can send and receive, so
   // that the router may mix colocated and split workers.
   BATON_ASSIGN_OR_RETURN(w->ucx_, transport::UcxWorker::Create({.transports = flags.ucx_tls}));
+  // A decode worker's pool is where prefill workers' puts land. Over shared memory UCX
+  // can write only into memory it allocated itself without emulating the put (a copy
+  // into a bounce buffer, then one by our progress thread): docs/transport.md. Other
+  // roles keep the engine's own mapping, which gets transparent huge pages.
+  if (flags.kv_pool != "auto" && flags.kv_pool != "engine" && flags.kv_pool != "ucx") {
+    return absl::InvalidArgumentError(
+        StrCat("--kv-pool is '", flags.kv_pool, "'; it must be auto, engine or ucx"));
+  }
+  if (flags.kv_pool == "ucx" || (flags.kv_pool == "auto" && flags.role == "decode" &&
+                                 transport::MayUseSharedMemory(flags.ucx_tls))) {
+    WorkerRuntime* self = w.get();
+    options.kv_pool_memory = [self](size_t bytes) -> absl::StatusOr<void*> {
+      absl::StatusOr<std::unique_ptr<transport::RegisteredRegion>> region =
+          transport::RegisteredRegion::Allocate(*self->ucx_, bytes);
+      if (!region.ok()) {
+        std::fprintf(stderr, "baton worker: UCX could not allocate the KV pool (%s); mapping it\n",
+                     std::string(region.status().message()).c_str());
+        return nullptr;  // the engine maps its own
+      }
+      self->pool_region_ = *std::move(region);
+      self->pool_from_ucx_ = true;
+      return self->pool_region_->data();
+    };
+  }
+  // The engine keeps a pointer to the model: it is loaded into its final place first.
+  BATON_ASSIGN_OR_RETURN(w->loaded_, engine::LoadModel(flags.model, open));
+  BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
   // One registration of the whole pool serves both directions (docs/transport.md).
-  BATON_ASSIGN_OR_RETURN(w->pool_region_, transport::RegisteredRegion::Register(
-                                              *w->ucx_, w->engine_->kv_pool_data(),
-                                              static_cast<size_t>(w->engine_->kv_pool_bytes())));
+  if (w->pool_region_ == nullptr) {
+    BATON_ASSIGN_OR_RETURN(w->pool_region_, transport::RegisteredRegion::Register(
+                                                *w->ucx_, w->engine_->kv_pool_data(),
+                                                static_cast<size_t>(w->engine_->kv_pool_bytes())));
+  }
   if (flags.role != "prefill") {
     KvReceiverOptions ro;
     ro.default_lease = absl::Seconds(flags.kv_lease_seconds);
@@ -164,9 +203,14 @@ void WorkerRuntime::Shutdown(absl::Duration grace) {
   metrics_http_.reset();
   service_.reset();
   sender_.reset();
-  receiver_.reset();     // frees the reservations still held
-  pool_region_.reset();  // before the pool's memory goes: no put is in flight now
-  engine_.reset();       // ends whatever is still open
+  receiver_.reset();  // frees the reservations still held
+  if (pool_from_ucx_) {
+    engine_.reset();  // the pool's memory is the region's: the engine goes first
+    pool_region_.reset();
+  } else {
+    pool_region_.reset();  // before the pool's memory goes: no put is in flight now
+    engine_.reset();       // ends whatever is still open
+  }
   ucx_.reset();
 }
 

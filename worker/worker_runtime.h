@@ -40,7 +40,11 @@ struct WorkerFlags {
   // Disaggregation (docs/disaggregation.md): "colocated" (prefill and decode, and both
   // sides of KV transfers), "prefill" or "decode".
   std::string role = "colocated";
-  std::string ucx_tls;           // UCX transports; empty: UCX_TLS, else UCX's choice
+  std::string ucx_tls;  // UCX transports; empty: UCX_TLS, else UCX's choice
+  // Where the KV pool's memory comes from: "auto" (UCX allocates it on a decode worker
+  // whose transports include shared memory), "engine" or "ucx".
+  std::string kv_pool = "auto";
+  int debug_step_delay_ms = 0;   // tests only (EngineOptions::debug_step_delay)
   double kv_lease_seconds = 60;  // decode side: a reservation's default lease
   int metrics_port = -1;         // Prometheus /metrics on host:port; -1: none, 0: any
 };
@@ -75,6 +79,7 @@ class WorkerRuntime {
   WorkerMetrics metrics_;
   std::unique_ptr<transport::UcxWorker> ucx_;
   std::unique_ptr<transport::RegisteredRegion> pool_region_;
+  bool pool_from_ucx_ = false;  // UCX allocated the engine's KV pool (pool_region_ owns it)
   std::unique_ptr<KvReceiver> receiver_;
   std::unique_ptr<KvSender> sender_;
   std::unique_ptr<WorkerService> service_;

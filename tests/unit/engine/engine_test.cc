@@ -4,6 +4,8 @@
 // preemption and with cancellations; afterwards every page is free.
 #include "engine/engine.h"
 
+#include <sys/mman.h>
+
 #include <atomic>
 #include <chrono>
 #include <map>
@@ -299,6 +301,45 @@ TEST(EngineTest, RepeatedPromptsHitThePrefixCache) {
   Outcome after = Drain((*engine)->Submit(requests[0])->get());
   EXPECT_EQ(after.last.usage.cached_tokens, 0);
   EXPECT_TRUE((*engine)->kv_events().Snapshot().block_hashes.size() > 0);
+}
+
+// A pool in memory the caller provides (a decode worker's, allocated by UCX) serves the
+// same outputs as the engine's own mapping, and the engine leaves it mapped.
+TEST(EngineTest, TheKvPoolCanLiveInTheCallersMemory) {
+  const LoadedModel* m = Load(kTiny);
+  ASSERT_NE(m, nullptr);
+  const std::vector<EngineRequest> requests = MakeRequests(*m, 3, 5);
+  void* memory = nullptr;
+  size_t bytes = 0;
+  EngineOptions o = SmallOptions();
+  o.kv_pool_memory = [&](size_t n) -> absl::StatusOr<void*> {
+    memory = ::mmap(nullptr, n, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    bytes = n;
+    return memory;
+  };
+  {
+    auto engine = Engine::Create(m, o);
+    ASSERT_TRUE(engine.ok()) << engine.status();
+    EXPECT_EQ(static_cast<void*>((*engine)->kv_pool_data()), memory);
+    EXPECT_EQ(static_cast<size_t>((*engine)->kv_pool_bytes()), bytes);
+    for (const EngineRequest& r : requests) {
+      const Expected want = Alone(*m, r);
+      EXPECT_EQ(Drain((*engine)->Submit(r)->get()).ids, want.ids);
+    }
+  }
+  // Still ours after the engine is gone: touching it would fault if the engine unmapped it.
+  static_cast<volatile char*>(memory)[bytes - 1] = 1;
+  EXPECT_EQ(::munmap(memory, bytes), 0);
+  // A callback that declines (null) leaves the mapping to the engine.
+  o.kv_pool_memory = [](size_t) -> absl::StatusOr<void*> { return nullptr; };
+  auto engine = Engine::Create(m, o);
+  ASSERT_TRUE(engine.ok());
+  EXPECT_NE((*engine)->kv_pool_data(), nullptr);
+  // A callback that fails fails the engine's creation with its error.
+  o.kv_pool_memory = [](size_t) -> absl::StatusOr<void*> {
+    return absl::ResourceExhaustedError("no shared memory");
+  };
+  EXPECT_EQ(Engine::Create(m, o).status().message(), "no shared memory");
 }
 
 TEST(EngineTest, BadRequestsGetClearErrors) {

@@ -3,6 +3,7 @@
 // shared memory; and a peer killed mid-transfer, which must fail the sender, never hang it.
 #include <signal.h>
 
+#include <algorithm>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -68,6 +69,44 @@ TEST_P(UcxTransferTest, PutsLandInAnotherWorkersRegisteredMemory) {
   EXPECT_EQ((*ep)->ImportRegion((*region)->packed_rkey(), ~uint64_t{0}, 16).status().code(),
             absl::StatusCode::kInvalidArgument);
   EXPECT_EQ((*ep)->ImportRegion("", 0, 16).status().code(), absl::StatusCode::kInvalidArgument);
+}
+
+// A pool UCX allocated itself: zero-filled, and written by puts like registered memory (on
+// shared memory, directly by the sender's copy: docs/transport.md).
+TEST_P(UcxTransferTest, PutsLandInMemoryUcxAllocated) {
+  auto receiver = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto sender = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  auto region = RegisteredRegion::Allocate(**receiver, kBytes);
+  ASSERT_TRUE(region.ok()) << region.status();
+  ASSERT_EQ((*region)->bytes(), kBytes);
+  ASSERT_EQ((*region)->base() % 4096, 0U) << "page-aligned";
+  const auto* pool = static_cast<const uint8_t*>((*region)->data());
+  EXPECT_TRUE(std::all_of(pool, pool + kBytes, [](uint8_t b) { return b == 0; }));
+  const std::vector<uint8_t> data = Pattern(kBytes, 9);
+  auto ep = UcxEndpoint::Connect(**sender, (*receiver)->address());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  auto remote = (*ep)->ImportRegion((*region)->packed_rkey(), (*region)->base(), kBytes);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  ASSERT_TRUE(PutAll(**ep, **remote, data, nullptr).ok());
+  EXPECT_TRUE(std::equal(data.begin(), data.end(), pool)) << "the allocated pool differs";
+  remote->reset();
+  ep->reset();
+  EXPECT_EQ(RegisteredRegion::Allocate(**receiver, 0).status().code(),
+            absl::StatusCode::kInvalidArgument);
+}
+
+TEST(UcxTransportsTest, SharedMemoryIsSeenInUcxTlsSyntax) {
+  EXPECT_TRUE(MayUseSharedMemory("sm"));
+  EXPECT_TRUE(MayUseSharedMemory("tcp,posix"));
+  EXPECT_TRUE(MayUseSharedMemory("sysv,cma"));
+  EXPECT_TRUE(MayUseSharedMemory("all"));
+  EXPECT_TRUE(MayUseSharedMemory("^tcp"));
+  EXPECT_FALSE(MayUseSharedMemory("tcp"));
+  EXPECT_FALSE(MayUseSharedMemory("rc,ud,cma"));
+  EXPECT_FALSE(MayUseSharedMemory("^sm"));
+  EXPECT_FALSE(MayUseSharedMemory("^posix,sysv"));
 }
 
 struct PeerInfo {

@@ -173,7 +173,10 @@ TEST_P(DisaggProcessTest, RefusalsAreCleanErrors) {
 
 // A long prompt in one-token chunks: the transfer takes long enough to break it midway.
 pb::GenerateRequest SlowRequest(const std::string& id) { return Request(id, 480, 2, 4); }
-const std::vector<std::string> kSlow = {"--max-prefill-chunk", "1", "--max-batched-tokens", "256"};
+// The step delay keeps it slow where puts are fast (shared memory writes the decode
+// worker's pool directly).
+const std::vector<std::string> kSlow = {"--max-prefill-chunk",   "1", "--max-batched-tokens", "256",
+                                        "--debug-step-delay-ms", "2"};
 
 // One small transfer, so that the UCX endpoint between the two is open before a test kills
 // one of them: connections are long-lived in a cluster, and Debian's UCX 1.13 aborts a

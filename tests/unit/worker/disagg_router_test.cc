@@ -121,7 +121,10 @@ pb::GenerateRequest Slow() {
   r.mutable_stop()->set_max_tokens(6);
   return r;
 }
-const std::vector<std::string> kSlow = {"--max-prefill-chunk", "1", "--max-batched-tokens", "256"};
+// The step delay keeps it slow where puts are fast (shared memory writes the decode
+// worker's pool directly).
+const std::vector<std::string> kSlow = {"--max-prefill-chunk",   "1", "--max-batched-tokens", "256",
+                                        "--debug-step-delay-ms", "2"};
 
 bool Reserved(const ipb::GetStatsResponse& s) { return s.kv_reservations() > 0; }
 
