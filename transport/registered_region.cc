@@ -1,9 +1,20 @@
 #include "transport/registered_region.h"
 
+#include "common/status.h"
 #include "common/strings.h"
 #include "transport/ucx_check.h"
 
 namespace baton::transport {
+
+absl::Status RegisteredRegion::PackKey() {
+  void* rkey = nullptr;
+  size_t rkey_bytes = 0;
+  BATON_UCX_RETURN_IF_ERROR(ucp_rkey_pack(ucx_->context(), memh_, &rkey, &rkey_bytes),
+                            "packing the remote key");
+  packed_rkey_.assign(static_cast<const char*>(rkey), rkey_bytes);
+  ucp_rkey_buffer_release(rkey);
+  return absl::OkStatus();
+}
 
 absl::StatusOr<std::unique_ptr<RegisteredRegion>> RegisteredRegion::Register(
     UcxWorker& ucx, void* base, size_t bytes, ucs_memory_type_t memory_type) {
@@ -22,12 +33,7 @@ absl::StatusOr<std::unique_ptr<RegisteredRegion>> RegisteredRegion::Register(
   params.memory_type = memory_type;
   BATON_UCX_RETURN_IF_ERROR(ucp_mem_map(ucx.context(), &params, &r->memh_),
                             StrCat("registering ", bytes, " bytes with UCX"));
-  void* rkey = nullptr;
-  size_t rkey_bytes = 0;
-  BATON_UCX_RETURN_IF_ERROR(ucp_rkey_pack(ucx.context(), r->memh_, &rkey, &rkey_bytes),
-                            "packing the remote key");
-  r->packed_rkey_.assign(static_cast<const char*>(rkey), rkey_bytes);
-  ucp_rkey_buffer_release(rkey);
+  BATON_RETURN_IF_ERROR(r->PackKey());
   return r;
 }
 
@@ -49,12 +55,7 @@ absl::StatusOr<std::unique_ptr<RegisteredRegion>> RegisteredRegion::Allocate(Ucx
   BATON_UCX_RETURN_IF_ERROR(ucp_mem_query(r->memh_, &attr), "querying UCX's allocation");
   r->base_ = attr.address;
   r->bytes_ = bytes;
-  void* rkey = nullptr;
-  size_t rkey_bytes = 0;
-  BATON_UCX_RETURN_IF_ERROR(ucp_rkey_pack(ucx.context(), r->memh_, &rkey, &rkey_bytes),
-                            "packing the remote key");
-  r->packed_rkey_.assign(static_cast<const char*>(rkey), rkey_bytes);
-  ucp_rkey_buffer_release(rkey);
+  BATON_RETURN_IF_ERROR(r->PackKey());
   return r;
 }
 

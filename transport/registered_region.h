@@ -38,6 +38,8 @@ class RegisteredRegion {
 
  private:
   RegisteredRegion() = default;
+  // Fills packed_rkey_ from memh_.
+  absl::Status PackKey();
   UcxWorker* ucx_ = nullptr;
   void* base_ = nullptr;
   size_t bytes_ = 0;
