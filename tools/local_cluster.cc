@@ -43,6 +43,7 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 StrCat(f.kv_lease_seconds)};
   if (!f.kv_cache_memory.empty()) a.insert(a.end(), {"--kv-cache-memory", f.kv_cache_memory});
   if (!f.ucx_tls.empty()) a.insert(a.end(), {"--ucx-tls", f.ucx_tls});
+  if (f.kv_pool != "auto") a.insert(a.end(), {"--kv-pool", f.kv_pool});
   if (f.no_prefix_cache) a.emplace_back("--no-prefix-cache");
   if (f.no_mmap) a.emplace_back("--no-mmap");
   return a;

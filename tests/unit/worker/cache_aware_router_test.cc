@@ -151,6 +151,41 @@ TEST(CacheAwareRouterTest, AnUnreachableWorkerIsRetriedElsewhereAndAFullPoolAnsw
   EXPECT_TRUE(busy.answer.status.ok()) << busy.answer.status.error_message();
 }
 
+// Several choices (HTTP n > 1) start over on another worker too, while the client has
+// seen nothing: always for a whole response, and for a stream before its first event.
+TEST(CacheAwareRouterTest, RequestsWithSeveralChoicesAreRetriedElsewhere) {
+  for (const bool stream : {false, true}) {
+    SCOPED_TRACE(stream ? "stream" : "whole");
+    WorkerProc live{{BATON_DECODE_BIN}, "tcp"};
+    WorkerProc doomed{{BATON_DECODE_BIN}, "tcp"};
+    Router router({"--decode-worker", live.target + "," + doomed.target, "--policy", "round_robin",
+                   "--health-poll-seconds", "600"});
+    ASSERT_TRUE(router.stub);
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE(Generate(router, Shared(0, i)).status.ok());
+    doomed.process->Signal(SIGKILL);
+    // Round-robin sends one of the next two to the dead worker.
+    for (int i = 0; i < 2; ++i) {
+      const nlohmann::json body = {{"prompt", "Once upon a time"},
+                                   {"max_tokens", 3},
+                                   {"n", 2},
+                                   {"seed", i},
+                                   {"stream", stream}};
+      const std::string payload = body.dump();
+      const std::string answer = baton::testing::HttpExchange(
+          router.http_port,
+          StrCat("POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                 "Connection: close\r\nContent-Length: ",
+                 payload.size(), "\r\n\r\n", payload));
+      EXPECT_EQ(answer.find("\"error\""), std::string::npos) << answer;
+      EXPECT_NE(answer.find("\"index\":0"), std::string::npos) << answer;
+      EXPECT_NE(answer.find("\"index\":1"), std::string::npos) << answer;
+      if (stream) EXPECT_NE(answer.find("data: [DONE]"), std::string::npos) << answer;
+    }
+    EXPECT_EQ(Metric(router.http_port, "baton_router_reroutes_total"), 1);
+    EXPECT_EQ(live.Stats().requests_finished(), 1 + 4) << "1 warm-up and 2 x 2 choices there";
+  }
+}
+
 TEST(CacheAwareRouterTest, AWorkerWithAnotherBlockSizeIsRefused) {
   WorkerProc good{{BATON_DECODE_BIN}, "tcp"};
   WorkerProc odd{{BATON_DECODE_BIN}, "tcp", {"--block-size", "32"}};
