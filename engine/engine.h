@@ -48,8 +48,9 @@ struct EngineOptions {
   int64_t kv_cache_bytes = 0;
   double kv_cache_fraction = 0.25;
   // Where the KV pool's memory comes from. Unset, or returning null: the engine maps it
-  // itself. Else it is handed the pool's size in bytes and returns zero-filled, page-aligned
-  // memory that outlives the engine (a worker that receives KV over shared memory lets
+  // itself. Else it is handed the pool's size in bytes and returns page-aligned memory
+  // (its contents do not matter: a page is written before it is read) that outlives the
+  // engine (a worker that receives KV over shared memory lets
   // UCX allocate it, so that a peer's puts land in it directly: docs/transport.md).
   std::function<absl::StatusOr<void*>(size_t bytes)> kv_pool_memory;
   bool enable_prefix_cache = true;

@@ -26,7 +26,7 @@ struct KvLayout {
 class KvPool {
  public:
   // InvalidArgument if the layout is degenerate or num_blocks < 1; ResourceExhausted if
-  // the memory cannot be had. `memory` (page-aligned, zero-filled, num_blocks pages, and
+  // the memory cannot be had. `memory` (64-byte aligned, num_blocks pages, and
   // outliving the pool) is used instead of a mapping of the pool's own when given.
   static absl::StatusOr<std::unique_ptr<KvPool>> Create(const KvLayout& layout, int64_t num_blocks,
                                                         void* memory = nullptr);

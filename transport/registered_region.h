@@ -18,12 +18,13 @@ class RegisteredRegion {
   static absl::StatusOr<std::unique_ptr<RegisteredRegion>> Register(
       UcxWorker& ucx, void* base, size_t bytes,
       ucs_memory_type_t memory_type = UCS_MEMORY_TYPE_HOST);
-  // Memory that UCX allocates and registers in one step (ucp_mem_map with ALLOCATE),
-  // zero-filled. UCX takes it from the first method of UCX_MEM_ALLOC that works: shared
-  // memory (sysv, posix) first, so that a peer on this host with the shared-memory
-  // transports can write into it directly (one copy, no progress needed here). Memory
-  // registered with Register() is reachable there only through emulated puts: a copy into
-  // a bounce buffer, and another by this process's progress thread.
+  // Memory that UCX allocates and registers in one step (ucp_mem_map with ALLOCATE). UCX
+  // takes it from the first allocation method that works (UCX_ALLOC_PRIO): shared memory
+  // (sysv, posix, which start zeroed) first, falling back to private memory (the heap,
+  // which need not be zeroed) when the context has no shared-memory transport; so that a peer on
+  // this host with the shared-memory transports can write into it directly (one copy, no progress
+  // needed here). Memory registered with Register() is reachable there only through emulated puts:
+  // a copy into a bounce buffer, and another by this process's progress thread.
   static absl::StatusOr<std::unique_ptr<RegisteredRegion>> Allocate(UcxWorker& ucx, size_t bytes);
   ~RegisteredRegion();
   RegisteredRegion(const RegisteredRegion&) = delete;

@@ -71,7 +71,7 @@ TEST_P(UcxTransferTest, PutsLandInAnotherWorkersRegisteredMemory) {
   EXPECT_EQ((*ep)->ImportRegion("", 0, 16).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
-// A pool UCX allocated itself: zero-filled, and written by puts like registered memory (on
+// A pool UCX allocated itself is written by puts like registered memory (on
 // shared memory, directly by the sender's copy: docs/transport.md).
 TEST_P(UcxTransferTest, PutsLandInMemoryUcxAllocated) {
   auto receiver = UcxWorker::Create({.transports = GetParam()});
@@ -82,8 +82,9 @@ TEST_P(UcxTransferTest, PutsLandInMemoryUcxAllocated) {
   ASSERT_TRUE(region.ok()) << region.status();
   ASSERT_EQ((*region)->bytes(), kBytes);
   ASSERT_EQ((*region)->base() % 4096, 0U) << "page-aligned";
-  const auto* pool = static_cast<const uint8_t*>((*region)->data());
-  EXPECT_TRUE(std::all_of(pool, pool + kBytes, [](uint8_t b) { return b == 0; }));
+  auto* pool = static_cast<uint8_t*>((*region)->data());
+  // Over tcp UCX falls back to the heap, which need not start zeroed.
+  std::fill(pool, pool + kBytes, 0);
   const std::vector<uint8_t> data = Pattern(kBytes, 9);
   auto ep = UcxEndpoint::Connect(**sender, (*receiver)->address());
   ASSERT_TRUE(ep.ok()) << ep.status();
