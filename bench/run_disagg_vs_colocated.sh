@@ -64,7 +64,9 @@ run() {  # name, serve flags...
 echo "model $model, ${seconds}s of load: short (32 in, $short_out out) at ${short_rate}/s and long" \
   "(${long_len} in, 8 out) at ${long_rate}/s; SLO $slo; UCX $ucx_tls" >&2
 run colocated
-run split --prefill 1 --decode 1
+# SPLIT_FLAGS: more `baton serve` flags for the split run (e.g. --max-local-prefill-tokens 256).
+# shellcheck disable=SC2086
+run split --prefill 1 --decode 1 ${SPLIT_FLAGS:-}
 python3 - "$out" <<'PY'
 import json, sys
 d = sys.argv[1]

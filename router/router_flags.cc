@@ -80,6 +80,11 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "How often every worker's health and KV usage are polled")
       ->envname("BATON_HEALTH_POLL_SECONDS")
       ->check(CLI::Range(0.05, 3600.0));
+  cmd->add_option("--max-local-prefill-tokens", f->max_local_prefill_tokens,
+                  "Split workers: prompts of at most this many tokens are computed by the decode "
+                  "worker itself, skipping the prefill worker (0: never)")
+      ->envname("BATON_MAX_LOCAL_PREFILL_TOKENS")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_flag("--log-requests", f->log_requests,
                 "Log one JSON line per request on stdout: its workers, expected and actual "
                 "cached tokens, and where its time went (docs/routing.md)")
@@ -132,6 +137,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.pool.max_inflight_per_worker = f.max_inflight_per_worker;
   o.pool.poll_interval = absl::Seconds(f.health_poll_seconds);
   o.log_requests = f.log_requests;
+  o.pool.max_local_prefill_tokens = f.max_local_prefill_tokens;
   return o;
 }
 

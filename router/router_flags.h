@@ -36,6 +36,7 @@ struct RouterFlags {
   int64_t max_inflight_per_worker = 512;
   double health_poll_seconds = 1;
   bool log_requests = false;
+  int64_t max_local_prefill_tokens = 0;
 };
 
 // `with_model`: false where the caller defines --model itself (baton serve).

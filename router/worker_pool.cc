@@ -319,7 +319,11 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
                " requests in flight; retry after a second, or add workers"));
   }
   BATON_RETURN_IF_ERROR(placed.status());
-  const Placement& p = *placed;
+  Placement p = *placed;
+  if (p.prefill != kNoWorker && options_.max_local_prefill_tokens > 0 &&
+      static_cast<int64_t>(prompt_ids.size()) <= options_.max_local_prefill_tokens) {
+    p.prefill = kNoWorker;  // the decode worker computes it (Route.prefill stays null)
+  }
   Route route(client(p.decode));
   const WorkerId computing = p.prefill != kNoWorker ? p.prefill : p.decode;
   if (p.prefill != kNoWorker) {

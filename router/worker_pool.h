@@ -101,6 +101,11 @@ struct PoolOptions {
   // How often `dns:` entries are resolved again (a Kubernetes headless Service lists its
   // ready pods' addresses).
   absl::Duration dns_interval = absl::Seconds(10);
+  // Split routes for prompts of at most this many tokens skip the prefill worker: the
+  // decode worker computes them itself, as Dynamo's conditional disaggregation does,
+  // since a short prompt costs the decode worker little and the transfer buys nothing.
+  // 0: every split route prefills remotely.
+  int64_t max_local_prefill_tokens = 0;
   // Resolves a host name to addresses; null: getaddrinfo. Tests replace it.
   std::function<std::vector<std::string>(const std::string& host)> resolve;
 };

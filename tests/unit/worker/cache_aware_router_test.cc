@@ -179,7 +179,9 @@ TEST(CacheAwareRouterTest, RequestsWithSeveralChoicesAreRetriedElsewhere) {
       EXPECT_EQ(answer.find("\"error\""), std::string::npos) << answer;
       EXPECT_NE(answer.find("\"index\":0"), std::string::npos) << answer;
       EXPECT_NE(answer.find("\"index\":1"), std::string::npos) << answer;
-      if (stream) EXPECT_NE(answer.find("data: [DONE]"), std::string::npos) << answer;
+      if (stream) {
+        EXPECT_NE(answer.find("data: [DONE]"), std::string::npos) << answer;
+      }
     }
     EXPECT_EQ(Metric(router.http_port, "baton_router_reroutes_total"), 1);
     EXPECT_EQ(live.Stats().requests_finished(), 1 + 4) << "1 warm-up and 2 x 2 choices there";
@@ -223,6 +225,31 @@ TEST(CacheAwareRouterTest, TwoRoutersEachLearnFromTheEvents) {
   ASSERT_TRUE(Generate(b, Shared(5, 0)).status.ok());
   ASSERT_TRUE(IndexHolds(a, 12));
   EXPECT_EQ(Generate(a, Shared(5, 1)).cached_tokens, kPrefixTokens);
+}
+
+// Short prompts skip the prefill worker (--max-local-prefill-tokens): the decode worker
+// computes them; longer ones still take the split path.
+TEST(CacheAwareRouterTest, ShortPromptsArePrefilledOnTheDecodeWorker) {
+  Cluster c;
+  Router router([&] {
+    std::vector<std::string> flags = c.Flags();
+    flags.insert(flags.end(), {"--max-local-prefill-tokens", "128"});
+    return flags;
+  }());
+  ASSERT_TRUE(router.stub);
+  const auto prefilled = [&c] {
+    return c.p0.Stats().requests_finished() + c.p1.Stats().requests_finished();
+  };
+  for (int i = 0; i < 3; ++i) {
+    const Answer a = Generate(router, Shared(30 + i, 0));  // 104 tokens
+    ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+  }
+  EXPECT_EQ(prefilled(), 0) << "no prompt of 104 tokens went to a prefill worker";
+  pb::GenerateRequest long_prompt = Shared(33, 0);
+  for (int k = 0; k < 100; ++k) long_prompt.mutable_token_ids()->add_ids(9 + k);
+  const Answer a = Generate(router, long_prompt);  // 204 tokens
+  ASSERT_TRUE(a.status.ok()) << a.status.error_message();
+  EXPECT_EQ(prefilled(), 1) << "a longer one did";
 }
 
 // The --log-requests line of the next request (the router's stdout after its banner).
