@@ -118,14 +118,20 @@ void ModelRunner::Attention(int64_t layer) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   int64_t max_pos = 0;
   for (int64_t p : positions_) max_pos = std::max(max_pos, p);
+  // Items are (token, query head). A thread's run of items is cut where the token or the KV
+  // head changes, and each piece goes through AttendQueries at once, which reads its K and
+  // V once; the pieces do not change any query's result.
   threads_->ParallelFor(num_tokens * heads, 4, [&](int64_t begin, int64_t end) {
-    std::vector<float> scores(max_pos + 1);
-    for (int64_t item = begin; item < end; ++item) {
+    std::vector<float> scores(group * (max_pos + 1));
+    for (int64_t item = begin; item < end;) {
       const int64_t t = item / heads;
       const int64_t h = item % heads;
-      cpu::AttendOneQuery(q_.data() + t * q_width + h * head_dim, positions_[t], h / group,
-                          token_seq_[t]->block_table.data(), view, scale, scores.data(),
-                          attn_.data() + t * q_width + h * head_dim);
+      const int64_t kv_head = h / group;
+      const int64_t count = std::min(end - item, (kv_head + 1) * group - h);
+      cpu::AttendQueries(q_.data() + t * q_width + h * head_dim, count, positions_[t], kv_head,
+                         token_seq_[t]->block_table.data(), view, scale, scores.data(),
+                         attn_.data() + t * q_width + h * head_dim);
+      item += count;
     }
   });
 }

@@ -9,11 +9,16 @@
 #include "kernels/cpu/ops.h"
 
 namespace baton::cpu {
+namespace {
+bool UseAvx512(const PagedKvView& kv) {
+  return kv.head_dim % 16 == 0 && kv.head_dim <= 256 &&
+         internal::CurrentIsa() >= internal::Isa::kAvx512;
+}
+}  // namespace
 
 void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
                     const PagedKvView& kv, float scale, float* scores, float* out) {
-  if (kv.head_dim % 16 == 0 && kv.head_dim <= 256 &&
-      internal::CurrentIsa() >= internal::Isa::kAvx512) {
+  if (UseAvx512(kv)) {
     internal::AttendOneQueryAvx512(q, pos, kv_head, block_table, kv, scale, scores, out);
     return;
   }
@@ -42,6 +47,19 @@ void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t*
   }
   const float inv = 1.0f / sum;
   for (int64_t d = 0; d < kv.head_dim; ++d) out[d] *= inv;
+}
+
+void AttendQueries(const float* q, int64_t count, int64_t pos, int64_t kv_head,
+                   const int32_t* block_table, const PagedKvView& kv, float scale, float* scores,
+                   float* out) {
+  if (UseAvx512(kv)) {
+    internal::AttendQueriesAvx512(q, count, pos, kv_head, block_table, kv, scale, scores, out);
+    return;
+  }
+  for (int64_t i = 0; i < count; ++i) {
+    AttendOneQuery(q + i * kv.head_dim, pos, kv_head, block_table, kv, scale, scores,
+                   out + i * kv.head_dim);
+  }
 }
 
 }  // namespace baton::cpu

@@ -25,4 +25,12 @@ struct PagedKvView {
 void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
                     const PagedKvView& kv, float scale, float* scores, float* out);
 
+// AttendOneQuery for `count` query heads that share KV head `kv_head` (a GQA group, or part
+// of one), all at position `pos`: q and out hold them back to back, head_dim floats each,
+// and `scores` is scratch of at least count * (pos + 1) floats. Each query's result is
+// bit-identical to AttendOneQuery's; the group only saves loads of K and V.
+void AttendQueries(const float* q, int64_t count, int64_t pos, int64_t kv_head,
+                   const int32_t* block_table, const PagedKvView& kv, float scale, float* scores,
+                   float* out);
+
 }  // namespace baton::cpu

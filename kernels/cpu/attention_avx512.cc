@@ -1,5 +1,5 @@
-// AttendOneQuery with AVX-512F, for head_dim a multiple of 16. Compiled with -mavx512f
-// (isa_flags.cmake); attention.cc calls it only when the CPU has AVX-512.
+// AttendOneQuery and AttendQueries with AVX-512F, for head_dim a multiple of 16. Compiled
+// with -mavx512f (isa_flags.cmake); attention.cc calls them only when the CPU has AVX-512.
 //
 // Per query, in three passes over its keys, always in key order from position 0:
 //   1. scores: 16 keys at a time, each key's 16-lane partial dot products reduced by a
@@ -7,8 +7,21 @@
 //   2. exp(score - max) with a fixed polynomial (Cephes expf), and their sum;
 //   3. the weighted sum of V rows, key by key.
 // Nothing depends on other queries, on where a prefill chunk starts or on the thread, so
-// a query's result is the same in any batch.
+// a query's result is the same in any batch. Queries that share a KV head may go through
+// one pass together: each K tile and V row is then loaded once for all of them, and the
+// V pass has one independent FMA chain per query and lane group instead of a chain
+// bound by FMA latency. Each query's arithmetic stays exactly as above.
+// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_*() (GCC
+// PR 105593, fixed in 12.3).
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 #include <cmath>
 #include <cstdint>
@@ -58,41 +71,53 @@ __m512 ReduceAdd16(const __m512 v[16]) {
   return _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
 }
 
-}  // namespace
-
-void AttendOneQueryAvx512(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
-                          const PagedKvView& kv, float scale, float* scores, float* out) {
-  const int64_t token_stride = kv.num_kv_heads * kv.head_dim;
-  const int64_t head_offset = kv_head * kv.head_dim;
-  const int64_t chunks = kv.head_dim / 16;  // head_dim <= 256 (checked by the caller)
-  const int64_t n = pos + 1;
-  auto row = [&](const float* base, int64_t t) {
-    return base + block_table[t / kv.block_size] * kv.block_stride +
-           (t % kv.block_size) * token_stride + head_offset;
-  };
-
-  __m512 qv[16];
-  for (int64_t c = 0; c < chunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
-  const __m512 scale_v = _mm512_set1_ps(scale);
-  __m512 max_v = _mm512_set1_ps(-INFINITY);
-  for (int64_t t0 = 0; t0 < n; t0 += 16) {
-    const int64_t count = n - t0 < 16 ? n - t0 : 16;
-    __m512 partial[16];
-    for (int64_t j = 0; j < 16; ++j) {
-      partial[j] = _mm512_setzero_ps();
-      if (j >= count) continue;
-      const float* key = row(kv.k, t0 + j);
-      for (int64_t c = 0; c < chunks; ++c) {
-        partial[j] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(key + 16 * c), partial[j]);
-      }
-    }
-    const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1);
-    const __m512 s = _mm512_mul_ps(ReduceAdd16(partial), scale_v);
-    _mm512_mask_storeu_ps(scores + t0, mask, s);
-    max_v = _mm512_mask_max_ps(max_v, mask, max_v, s);
+// Walks the rows of one KV head in position order through the block table without a
+// division per key. A block's table entry is read only when its first row is asked for.
+class RowWalker {
+ public:
+  RowWalker(const float* base, const int32_t* block_table, const PagedKvView& kv, int64_t kv_head)
+      : base_(base + kv_head * kv.head_dim),
+        table_(block_table),
+        block_stride_(kv.block_stride),
+        block_size_(kv.block_size),
+        token_stride_(kv.num_kv_heads * kv.head_dim) {}
+  // The current row; call once per position, then Next().
+  const float* Row() {
+    if (offset_ == 0) block_base_ = base_ + table_[block_] * block_stride_;
+    return block_base_ + offset_ * token_stride_;
   }
-  const __m512 max_b = _mm512_set1_ps(_mm512_reduce_max_ps(max_v));
+  void Next() {
+    if (++offset_ == block_size_) {
+      offset_ = 0;
+      ++block_;
+    }
+  }
 
+ private:
+  const float* base_;
+  const int32_t* table_;
+  int64_t block_stride_, block_size_, token_stride_;
+  int64_t block_ = 0, offset_ = 0;
+  const float* block_base_ = nullptr;
+};
+
+// Rows of one page are 16 positions apart from the next page's (every layer's K and V sit in
+// between), so the hardware prefetchers lose the stream at each page: without help a
+// thread reads K and V at memory latency, about a third of its streaming bandwidth. Each
+// pass therefore asks for the rows kPrefetchKeys positions ahead of the one it is on.
+constexpr int64_t kPrefetchKeys = 16;
+
+template <int kLines>
+void PrefetchRow(const float* row) {
+  for (int i = 0; i < kLines; ++i) {
+    _mm_prefetch(reinterpret_cast<const char*>(row + 16 * i), _MM_HINT_T0);
+  }
+}
+
+// The sum of scores[0..n) with 16 lanes in key order and a fixed tree over the lanes, after
+// replacing each score by exp(score - max).
+float ExpAndSum(float* scores, int64_t n, float max) {
+  const __m512 max_b = _mm512_set1_ps(max);
   __m512 sum_v = _mm512_setzero_ps();
   for (int64_t t0 = 0; t0 < n; t0 += 16) {
     const int64_t count = n - t0 < 16 ? n - t0 : 16;
@@ -104,23 +129,185 @@ void AttendOneQueryAvx512(const float* q, int64_t pos, int64_t kv_head, const in
   // A fixed tree over the 16 lanes (reduce_add's order is the compiler's choice).
   alignas(64) float lanes[16];
   _mm512_store_ps(lanes, sum_v);
-  float sum = 0;
   for (int step = 8; step >= 1; step /= 2) {
     for (int i = 0; i < step; ++i) lanes[i] += lanes[i + step];
   }
-  sum = lanes[0];
+  return lanes[0];
+}
+
+// kQueries queries of kChunks * 16 dims over one KV head; scores holds kQueries rows of
+// n = pos + 1 floats.
+template <int kChunks, int kQueries>
+void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
+                 const PagedKvView& kv, float scale, float* scores, float* out) {
+  constexpr int64_t kDim = kChunks * 16;
+  const int64_t n = pos + 1;
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  __m512 max_v[kQueries];
+  for (int i = 0; i < kQueries; ++i) max_v[i] = _mm512_set1_ps(-INFINITY);
+
+  RowWalker keys(kv.k, block_table, kv, kv_head);
+  RowWalker keys_ahead(kv.k, block_table, kv, kv_head);
+  int64_t ahead = 0;
+  for (; ahead < n && ahead < kPrefetchKeys; ++ahead, keys_ahead.Next()) {
+    PrefetchRow<kChunks>(keys_ahead.Row());
+  }
+  for (int64_t t0 = 0; t0 < n; t0 += 16) {
+    const int64_t count = n - t0 < 16 ? n - t0 : 16;
+    const float* rows[16];
+    for (int64_t j = 0; j < count; ++j, keys.Next()) rows[j] = keys.Row();
+    for (const int64_t stop = t0 + count + kPrefetchKeys; ahead < n && ahead < stop;
+         ++ahead, keys_ahead.Next()) {
+      PrefetchRow<kChunks>(keys_ahead.Row());
+    }
+    const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1);
+    for (int i = 0; i < kQueries; ++i) {
+      __m512 partial[16];
+      for (int64_t j = 0; j < 16; ++j) {
+        partial[j] = _mm512_setzero_ps();
+        if (j >= count) continue;
+        for (int c = 0; c < kChunks; ++c) {
+          partial[j] = _mm512_fmadd_ps(_mm512_loadu_ps(q + i * kDim + 16 * c),
+                                       _mm512_loadu_ps(rows[j] + 16 * c), partial[j]);
+        }
+      }
+      const __m512 s = _mm512_mul_ps(ReduceAdd16(partial), scale_v);
+      _mm512_mask_storeu_ps(scores + i * n + t0, mask, s);
+      max_v[i] = _mm512_mask_max_ps(max_v[i], mask, max_v[i], s);
+    }
+  }
+  float inv[kQueries];
+  for (int i = 0; i < kQueries; ++i) {
+    inv[i] = 1.0f / ExpAndSum(scores + i * n, n, _mm512_reduce_max_ps(max_v[i]));
+  }
+
+  __m512 acc[kQueries][kChunks];
+  for (int i = 0; i < kQueries; ++i) {
+    for (int c = 0; c < kChunks; ++c) acc[i][c] = _mm512_setzero_ps();
+  }
+  RowWalker values(kv.v, block_table, kv, kv_head);
+  RowWalker values_ahead(kv.v, block_table, kv, kv_head);
+  for (int64_t t = 0; t < n && t < kPrefetchKeys; ++t, values_ahead.Next()) {
+    PrefetchRow<kChunks>(values_ahead.Row());
+  }
+  for (int64_t t = 0; t < n; ++t, values.Next()) {
+    const float* value = values.Row();
+    if (t + kPrefetchKeys < n) {
+      PrefetchRow<kChunks>(values_ahead.Row());
+      values_ahead.Next();
+    }
+    for (int c = 0; c < kChunks; ++c) {
+      const __m512 v = _mm512_loadu_ps(value + 16 * c);
+      for (int i = 0; i < kQueries; ++i) {
+        acc[i][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[i * n + t]), v, acc[i][c]);
+      }
+    }
+  }
+  for (int i = 0; i < kQueries; ++i) {
+    const __m512 inv_v = _mm512_set1_ps(inv[i]);
+    for (int c = 0; c < kChunks; ++c) {
+      _mm512_storeu_ps(out + i * kDim + 16 * c, _mm512_mul_ps(acc[i][c], inv_v));
+    }
+  }
+}
+
+// One query of any head_dim that is a multiple of 16 (at most 256): the same arithmetic with
+// the chunk count known only at run time.
+void AttendAnyDim(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
+                  const PagedKvView& kv, float scale, float* scores, float* out) {
+  const int64_t chunks = kv.head_dim / 16;
+  const int64_t n = pos + 1;
+  __m512 qv[16];
+  for (int64_t c = 0; c < chunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
+  const __m512 scale_v = _mm512_set1_ps(scale);
+  __m512 max_v = _mm512_set1_ps(-INFINITY);
+  RowWalker keys(kv.k, block_table, kv, kv_head);
+  for (int64_t t0 = 0; t0 < n; t0 += 16) {
+    const int64_t count = n - t0 < 16 ? n - t0 : 16;
+    __m512 partial[16];
+    for (int64_t j = 0; j < 16; ++j) {
+      partial[j] = _mm512_setzero_ps();
+      if (j >= count) continue;
+      const float* key = keys.Row();
+      keys.Next();
+      for (int64_t c = 0; c < chunks; ++c) {
+        partial[j] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(key + 16 * c), partial[j]);
+      }
+    }
+    const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1);
+    const __m512 s = _mm512_mul_ps(ReduceAdd16(partial), scale_v);
+    _mm512_mask_storeu_ps(scores + t0, mask, s);
+    max_v = _mm512_mask_max_ps(max_v, mask, max_v, s);
+  }
+  const float sum = ExpAndSum(scores, n, _mm512_reduce_max_ps(max_v));
 
   __m512 acc[16];
   for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm512_setzero_ps();
-  for (int64_t t = 0; t < n; ++t) {
+  RowWalker values(kv.v, block_table, kv, kv_head);
+  for (int64_t t = 0; t < n; ++t, values.Next()) {
     const __m512 w = _mm512_set1_ps(scores[t]);
-    const float* value = row(kv.v, t);
+    const float* value = values.Row();
     for (int64_t c = 0; c < chunks; ++c) {
       acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(value + 16 * c), acc[c]);
     }
   }
   const __m512 inv = _mm512_set1_ps(1.0f / sum);
   for (int64_t c = 0; c < chunks; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(acc[c], inv));
+}
+
+// Runs `count` queries through AttendFixed<kChunks, *> in passes of at most kMax.
+template <int kChunks, int kMax>
+void AttendInPasses(const float* q, int64_t count, int64_t pos, int64_t kv_head,
+                    const int32_t* block_table, const PagedKvView& kv, float scale, float* scores,
+                    float* out) {
+  constexpr int64_t kDim = kChunks * 16;
+  const int64_t n = pos + 1;
+  for (int64_t i = 0; i < count;) {
+    const int64_t left = count - i;
+    const float* qi = q + i * kDim;
+    float* oi = out + i * kDim;
+    float* si = scores + i * n;
+    if (kMax >= 4 && left >= 4) {
+      AttendFixed<kChunks, (kMax >= 4 ? 4 : 1)>(qi, pos, kv_head, block_table, kv, scale, si, oi);
+      i += 4;
+    } else if (kMax >= 3 && left == 3) {
+      AttendFixed<kChunks, (kMax >= 3 ? 3 : 1)>(qi, pos, kv_head, block_table, kv, scale, si, oi);
+      i += 3;
+    } else if (kMax >= 2 && left >= 2) {
+      AttendFixed<kChunks, (kMax >= 2 ? 2 : 1)>(qi, pos, kv_head, block_table, kv, scale, si, oi);
+      i += 2;
+    } else {
+      AttendFixed<kChunks, 1>(qi, pos, kv_head, block_table, kv, scale, si, oi);
+      i += 1;
+    }
+  }
+}
+
+}  // namespace
+
+void AttendOneQueryAvx512(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
+                          const PagedKvView& kv, float scale, float* scores, float* out) {
+  AttendQueriesAvx512(q, 1, pos, kv_head, block_table, kv, scale, scores, out);
+}
+
+void AttendQueriesAvx512(const float* q, int64_t count, int64_t pos, int64_t kv_head,
+                         const int32_t* block_table, const PagedKvView& kv, float scale,
+                         float* scores, float* out) {
+  // Up to 16 accumulators for the V pass (queries x chunks), which leaves registers for the
+  // V row and the weights.
+  switch (kv.head_dim) {
+    case 64:
+      AttendInPasses<4, 4>(q, count, pos, kv_head, block_table, kv, scale, scores, out);
+      return;
+    case 128:
+      AttendInPasses<8, 2>(q, count, pos, kv_head, block_table, kv, scale, scores, out);
+      return;
+    default:
+      for (int64_t i = 0; i < count; ++i) {
+        AttendAnyDim(q + i * kv.head_dim, pos, kv_head, block_table, kv, scale,
+                     scores + i * (pos + 1), out + i * kv.head_dim);
+      }
+  }
 }
 
 }  // namespace baton::cpu::internal

@@ -18,7 +18,9 @@ struct Pages {
   std::vector<float> k, v;
   std::vector<int32_t> table;
 
-  Pages(int64_t head_dim_in, int64_t positions, std::mt19937* rng) : head_dim(head_dim_in) {
+  Pages(int64_t head_dim_in, int64_t positions, std::mt19937* rng, int64_t block_size_in = 16,
+        int64_t kv_heads_in = 2)
+      : block_size(block_size_in), kv_heads(kv_heads_in), head_dim(head_dim_in) {
     blocks = (positions + block_size - 1) / block_size + 3;
     const int64_t per_block = block_size * kv_heads * head_dim;
     std::normal_distribution<float> d(0.0f, 1.0f);
@@ -102,6 +104,42 @@ TEST(AttentionTest, AQueryIsBitIdenticalWhateverRanBefore) {
   AttendOneQuery(q.data(), 77, 1, pages.table.data(), pages.View(), 0.125f, scores.data(),
                  b.data());
   EXPECT_EQ(a, b);
+}
+
+// A group of queries that share a KV head gives each query exactly AttendOneQuery's bits,
+// for every head_dim the AVX-512 path specializes (64, 128) or not, any group size and
+// block sizes that do and do not line up with the 16-key tiles.
+TEST(AttentionTest, AGroupOfQueriesEqualsEachQueryAloneBitForBit) {
+  std::mt19937 rng(11);
+  std::normal_distribution<float> d(0.0f, 1.5f);
+  for (const int64_t head_dim : {8, 16, 32, 64, 128, 256}) {
+    for (const int64_t block_size : {16, 5, 1, 32}) {
+      const int64_t positions = 70;
+      Pages pages(head_dim, positions, &rng, block_size, /*kv_heads_in=*/3);
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      for (const int64_t count : {1, 2, 3, 4, 5, 7, 8}) {
+        std::vector<float> q(count * head_dim), group_out(count * head_dim), alone(head_dim);
+        std::vector<float> scores(count * positions, -7.0f);
+        for (float& x : q) x = d(rng);
+        for (const int64_t pos : {0, 15, 16, 17, 44, 69}) {
+          const int64_t kv_head = (count + pos) % 3;
+          AttendQueries(q.data(), count, pos, kv_head, pages.table.data(), pages.View(), scale,
+                        scores.data(), group_out.data());
+          for (int64_t i = 0; i < count; ++i) {
+            AttendOneQuery(q.data() + i * head_dim, pos, kv_head, pages.table.data(), pages.View(),
+                           scale, scores.data(), alone.data());
+            const std::vector<float> got(group_out.begin() + i * head_dim,
+                                         group_out.begin() + (i + 1) * head_dim);
+            ASSERT_EQ(got, alone) << "head_dim " << head_dim << " block_size " << block_size
+                                  << " count " << count << " query " << i << " pos " << pos;
+            const std::vector<double> ref =
+                pages.Reference(q.data() + i * head_dim, pos, kv_head, scale);
+            for (int64_t j = 0; j < head_dim; ++j) ASSERT_NEAR(got[j], ref[j], 1e-4);
+          }
+        }
+      }
+    }
+  }
 }
 
 }  // namespace
