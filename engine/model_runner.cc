@@ -118,16 +118,40 @@ void ModelRunner::Attention(int64_t layer) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   int64_t max_pos = 0;
   for (int64_t p : positions_) max_pos = std::max(max_pos, p);
-  // Items are (token, query head). A thread's run of items is cut where the token or the KV
-  // head changes, and each piece goes through AttendQueries at once, which reads its K and
-  // V once; the pieces do not change any query's result.
-  threads_->ParallelFor(num_tokens * heads, 4, [&](int64_t begin, int64_t end) {
+  // Items are (token, query head), each costing about its number of keys. The threads get
+  // contiguous runs of equal cost rather than of equal count: in a prefill chunk the last
+  // queries see the most keys, and an equal count gave one thread three times the work.
+  // A run is cut where the token or the KV head changes, and each piece goes through
+  // AttendQueries at once, which reads its K and V once. No cut changes any query's result.
+  const int64_t items = num_tokens * heads;
+  const int64_t parts = std::min<int64_t>(threads_->num_threads(), items);
+  attn_cuts_.assign(parts + 1, items);
+  {
+    constexpr int64_t kFixedCost = 32;  // per query, in keys: the passes' setup and tails
+    int64_t total = 0;
+    for (int64_t t = 0; t < num_tokens; ++t) total += heads * (positions_[t] + 1 + kFixedCost);
+    attn_cuts_[0] = 0;
+    int64_t before = 0;  // cost of the tokens before t
+    int64_t part = 1;
+    for (int64_t t = 0; t < num_tokens && part < parts; ++t) {
+      const int64_t each = positions_[t] + 1 + kFixedCost;
+      const int64_t after = before + heads * each;
+      for (; part < parts && total * part <= after * parts; ++part) {
+        // First item of this token whose cost starts at or after the part's share.
+        const int64_t share = (total * part + parts - 1) / parts;
+        const int64_t into = std::clamp<int64_t>((share - before + each - 1) / each, 0, heads);
+        attn_cuts_[part] = std::max(attn_cuts_[part - 1], t * heads + into);
+      }
+      before = after;
+    }
+  }
+  threads_->ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
     std::vector<float> scores(group * (max_pos + 1));
-    for (int64_t item = begin; item < end;) {
+    for (int64_t item = attn_cuts_[p0]; item < attn_cuts_[p1];) {
       const int64_t t = item / heads;
       const int64_t h = item % heads;
       const int64_t kv_head = h / group;
-      const int64_t count = std::min(end - item, (kv_head + 1) * group - h);
+      const int64_t count = std::min(attn_cuts_[p1] - item, (kv_head + 1) * group - h);
       cpu::AttendQueries(q_.data() + t * q_width + h * head_dim, count, positions_[t], kv_head,
                          token_seq_[t]->block_table.data(), view, scale, scores.data(),
                          attn_.data() + t * q_width + h * head_dim);
@@ -207,7 +231,14 @@ absl::Status ModelRunner::Forward(std::span<const SequenceInput> batch, ForwardO
     const cpu::MatMulTarget gate_up[] = {{lw.gate.weight, Bias(lw.gate), gate_.data(), inter},
                                          {lw.up.weight, Bias(lw.up), up_.data(), inter}};
     cpu::MatMulShared(h_.data(), n, hidden, gate_up, threads_);
-    cpu::SwiGlu(gate_.data(), up_.data(), n * inter, gate_.data());
+    if (n > 1) {
+      threads_->ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
+        cpu::SwiGlu(gate_.data() + begin * inter, up_.data() + begin * inter, (end - begin) * inter,
+                    gate_.data() + begin * inter);
+      });
+    } else {
+      cpu::SwiGlu(gate_.data(), up_.data(), inter, gate_.data());
+    }
     linear(lw.down, gate_.data(), inter, h_.data(), hidden);
     cpu::AddInPlace(x_.data(), h_.data(), n * hidden);
   }

@@ -78,6 +78,7 @@ class ModelRunner {
   // Scratch, grown to the largest batch seen; one engine thread owns the runner.
   std::vector<int64_t> positions_;
   std::vector<float> x_, h_, q_, k_, v_, attn_, gate_, up_, cos_, sin_;
+  std::vector<int64_t> attn_cuts_;  // Attention(): the items each thread runs
   std::vector<const SequenceInput*> token_seq_;
 };
 
