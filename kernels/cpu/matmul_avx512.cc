@@ -21,31 +21,10 @@
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_tiles_inl.h"
+#include "kernels/cpu/reduce_avx512_inl.h"
 
 namespace baton::cpu::internal {
 namespace {
-
-inline float Reduce16(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-  return _mm_cvtss_f32(s1);
-}
-
-template <int R, int C>
-inline void StoreTile(const GemmArgs& a, int64_t i0, int64_t j0, __m512 (&acc)[R][C]) {
-  BATON_UNROLL
-  for (int r = 0; r < R; ++r) {
-    float* y = a.y + (i0 + r) * a.y_stride + j0;
-    BATON_UNROLL
-    for (int c = 0; c < C; ++c) {
-      float s = Reduce16(acc[r][c]);
-      if (a.bias != nullptr) s += a.bias[j0 + c];
-      y[c] = s;
-    }
-  }
-}
 
 // Widen 16 weights at element kk of a row to f32.
 struct F32Weights {

@@ -21,17 +21,10 @@
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_tiles_inl.h"
+#include "kernels/cpu/reduce_avx512_inl.h"
 
 namespace baton::cpu::internal {
 namespace {
-
-inline float Reduce16(__m512 v) {
-  const __m256 s8 = _mm256_add_ps(_mm512_castps512_ps256(v), _mm512_extractf32x8_ps(v, 1));
-  const __m128 s4 = _mm_add_ps(_mm256_castps256_ps128(s8), _mm256_extractf128_ps(s8, 1));
-  const __m128 s2 = _mm_add_ps(s4, _mm_movehl_ps(s4, s4));
-  const __m128 s1 = _mm_add_ss(s2, _mm_movehdup_ps(s2));
-  return _mm_cvtss_f32(s1);
-}
 
 inline __m512 Dot(__m512 acc, __m512i x, __m512i w) {
   return _mm512_dpbf16_ps(acc, (__m512bh)x, (__m512bh)w);
@@ -82,16 +75,7 @@ struct DpBf16Kernel {
         for (int r = 0; r < R; ++r) acc[r][c] = Dot(acc[r][c], xv[r], wv);
       }
     }
-    BATON_UNROLL
-    for (int r = 0; r < R; ++r) {
-      float* y = a.y + (i0 + r) * a.y_stride + j0;
-      BATON_UNROLL
-      for (int c = 0; c < C; ++c) {
-        float s = Reduce16(acc[r][c]);
-        if (a.bias != nullptr) s += a.bias[j0 + c];
-        y[c] = s;
-      }
-    }
+    StoreTile<R, C>(a, i0, j0, acc);
   }
 };
 
