@@ -19,3 +19,6 @@ set_source_files_properties(
   ${_baton_isa_dir}/attention_avx512.cc
   PROPERTIES COMPILE_OPTIONS
              "${_baton_avx512};-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>")
+# Elementwise ops (SwiGlu's exp) with AVX-512, on the same terms as attention.
+set_source_files_properties(${_baton_isa_dir}/ops_avx512.cc
+                            PROPERTIES COMPILE_OPTIONS "${_baton_avx512};-ffp-contract=off")

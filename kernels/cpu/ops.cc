@@ -2,6 +2,9 @@
 
 #include <cmath>
 
+#include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/ops_internal.h"
+
 namespace baton::cpu {
 
 float Dot(const float* a, const float* b, int64_t n) {
@@ -44,6 +47,10 @@ void ApplyRope(float* x, int64_t num_heads, int64_t head_dim, const float* cos, 
 }
 
 void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
+  if (internal::CurrentIsa() >= internal::Isa::kAvx512) {
+    internal::SwiGluAvx512(gate, up, n, out);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];

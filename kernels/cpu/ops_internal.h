@@ -1,0 +1,12 @@
+// The contract between ops.cc (the dispatcher) and the per-ISA elementwise files, which
+// are compiled with their own -m flags: plain declarations only (see matmul_internal.h).
+#pragma once
+
+#include <cstdint>
+
+namespace baton::cpu::internal {
+
+// SwiGlu with AVX-512F and exp_avx512_inl.h's exp.
+void SwiGluAvx512(const float* gate, const float* up, int64_t n, float* out);
+
+}  // namespace baton::cpu::internal
