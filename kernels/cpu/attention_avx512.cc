@@ -11,17 +11,7 @@
 // one pass together: each K tile and V row is then loaded once for all of them, and the
 // V pass has one independent FMA chain per query and lane group instead of a chain
 // bound by FMA latency. Each query's arithmetic stays exactly as above.
-// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_*() (GCC
-// PR 105593, fixed in 12.3).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/cpu/simd.h"
 
 #include <cmath>
 #include <cstdint>

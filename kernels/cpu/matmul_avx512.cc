@@ -4,17 +4,7 @@
 // kk = l (mod 16) in increasing kk by fused multiply-add, the last partial vector zero
 // filled; the lanes are then added in a fixed tree. Weights are widened to f32 exactly
 // (Q8_0: the f32 product d * q). Tiles of R rows of x by C rows of W only share loads.
-// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_*() (GCC
-// PR 105593, fixed in 12.3).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/cpu/simd.h"
 
 #include <cstdint>
 #include <cstring>

@@ -5,17 +5,7 @@
 // Each output element owns one 16-lane accumulator; for every 32 columns, lane l adds
 // the products of columns 2l and 2l+1 of that block (the instruction's own order), the
 // last block's W masked to zero beyond k. The lanes are then added in a fixed tree.
-// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_*() (GCC
-// PR 105593, fixed in 12.3).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/cpu/simd.h"
 
 #include <cstdint>
 

@@ -1,16 +1,6 @@
 // Elementwise ops with AVX-512F. Compiled with -mavx512f (isa_flags.cmake); ops.cc calls
 // them only when the CPU has AVX-512.
-// GCC 12's AVX-512 headers trip -Wuninitialized on their own _mm*_undefined_*() (GCC
-// PR 105593, fixed in 12.3).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wuninitialized"
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#endif
-#include <immintrin.h>
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC diagnostic pop
-#endif
+#include "kernels/cpu/simd.h"
 
 #include <cstdint>
 
