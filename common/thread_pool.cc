@@ -58,7 +58,12 @@ bool SpinWait(std::chrono::microseconds budget, const Done& done) {
 // touches the job fields, which the next call may already be rewriting.
 constexpr int kChunkBits = 16;
 constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
-constexpr int kMaxThreads = static_cast<int>(kChunkMask);
+// Each thread has up to this many chunks of a job; the ones it has not started yet can be
+// taken by a thread that is done with its own. On a shared machine two cores of the same
+// VM can differ in speed by a quarter for minutes (measured here), and a split into equal
+// halves then waits for the slower core on every call.
+constexpr int64_t kChunksPerThread = 4;
+constexpr int kMaxThreads = static_cast<int>(kChunkMask / kChunksPerThread);
 
 // Chunk c of n items split into `chunks` nearly equal contiguous ranges.
 inline void ChunkBounds(int64_t n, int64_t chunks, int64_t c, int64_t* begin, int64_t* end) {
@@ -70,11 +75,12 @@ inline void ChunkBounds(int64_t n, int64_t chunks, int64_t c, int64_t* begin, in
 
 }  // namespace
 
-// Chunk c of a job normally runs on thread c (the caller is thread 0). Each chunk has a
-// claim word holding the sequence number of the last job that claimed it; whoever moves
-// it to the current job's number runs the chunk. A caller that is done with its own chunk
-// claims those no worker has started yet, so a worker that is descheduled or slow to wake
-// delays nothing. Only who runs a chunk varies, never its bounds.
+// The chunks of a job are dealt to the threads in contiguous runs (the caller is thread 0):
+// each thread runs its own run in order, then takes chunks nobody has started, from the
+// end of the job backwards, so the owner and the thief meet in the middle. Each chunk has
+// a claim word holding the sequence number of the last job that claimed it; whoever moves
+// it to the current job's number runs the chunk. A thread that is slower, descheduled or
+// slow to wake therefore delays little. Only who runs a chunk varies, never its bounds.
 struct ThreadPool::State {
   int num_threads = 1;
   std::vector<std::thread> workers;
@@ -109,6 +115,18 @@ struct ThreadPool::State {
     (*fn)(begin, end);
     pending.fetch_sub(1, std::memory_order_acq_rel);
   }
+  // Runs thread `index`'s own chunks of job `seq`, then any left unclaimed.
+  void RunShare(int index, int64_t chunks, uint64_t seq) {
+    const int64_t own_begin = chunks * index / num_threads;
+    const int64_t own_end = chunks * (index + 1) / num_threads;
+    for (int64_t c = own_begin; c < own_end; ++c) {
+      if (TryClaim(c, seq)) RunChunk(c, chunks);
+    }
+    for (int64_t c = chunks - 1; c >= 0; --c) {
+      if (pending.load(std::memory_order_relaxed) == 0) return;
+      if (TryClaim(c, seq)) RunChunk(c, chunks);
+    }
+  }
   void WorkerLoop(int index);
 };
 
@@ -135,9 +153,8 @@ void ThreadPool::State::WorkerLoop(int index) {
       }
     }
     seen = gen;
-    const auto chunks = static_cast<int64_t>(gen & kChunkMask);
-    // A stale generation (the job is over) fails the claim: its chunks were all claimed.
-    if (index < chunks && TryClaim(index, gen >> kChunkBits)) RunChunk(index, chunks);
+    // A stale generation (the job is over) fails every claim: its chunks were all claimed.
+    RunShare(index, static_cast<int64_t>(gen & kChunkMask), gen >> kChunkBits);
   }
 }
 
@@ -145,7 +162,7 @@ ThreadPool::ThreadPool(int num_threads) : state_(new State) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
   num_threads = std::clamp(num_threads, 1, kMaxThreads);
   state_->num_threads = num_threads;
-  state_->claims = std::make_unique<State::Claim[]>(num_threads);
+  state_->claims = std::make_unique<State::Claim[]>(num_threads * kChunksPerThread);
   state_->workers.reserve(num_threads - 1);
   for (int i = 1; i < num_threads; ++i) {
     state_->workers.emplace_back([s = state_, i] { s->WorkerLoop(i); });
@@ -173,7 +190,8 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
                              const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
-  const int64_t chunks = std::clamp<int64_t>(n / grain, 1, state_->num_threads);
+  const int64_t chunks =
+      std::clamp<int64_t>(n / grain, 1, int64_t{state_->num_threads} * kChunksPerThread);
   if (chunks == 1) {
     fn(0, n);
     return;
@@ -192,10 +210,7 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain,
     s.cv.notify_all();
   }
 
-  if (s.TryClaim(0, seq)) s.RunChunk(0, chunks);
-  for (int64_t c = 1; c < chunks; ++c) {
-    if (s.TryClaim(c, seq)) s.RunChunk(c, chunks);
-  }
+  s.RunShare(0, chunks, seq);
   const auto done = [&s] { return s.pending.load(std::memory_order_acquire) == 0; };
   while (!SpinWait(kSpinBudget, done)) {
   }

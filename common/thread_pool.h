@@ -5,11 +5,11 @@
 //   ThreadPool pool(4);
 //   pool.ParallelFor(rows, [&](int64_t begin, int64_t end) { ... });
 //
-// ParallelFor splits [0, n) into at most num_threads() contiguous ranges whose bounds
-// depend only on n, `grain` and num_threads(), never on timing. Range i normally runs on
-// thread i (the caller is thread 0), but the caller also runs the ranges of workers that
-// have not started theirs when it is done with its own, so fn must not depend on which
-// thread runs it. It is not reentrant: one ParallelFor at a time per pool.
+// ParallelFor splits [0, n) into at most 4 * num_threads() contiguous ranges whose bounds
+// depend only on n, `grain` and num_threads(), never on timing. Each thread (the caller is
+// thread 0) owns a run of consecutive ranges, but a thread that is done with its own runs
+// ranges others have not started, so fn must not depend on which thread runs it. It is
+// not reentrant: one ParallelFor at a time per pool.
 #pragma once
 
 #include <cstdint>

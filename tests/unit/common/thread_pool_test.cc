@@ -20,7 +20,7 @@ using Ranges = std::vector<std::pair<int64_t, int64_t>>;
 // Runs one ParallelFor and returns its ranges, sorted; checks every index is run once.
 Ranges RunAndCheck(ThreadPool& pool, int64_t n, int64_t grain) {
   std::vector<std::atomic<int>> hits(static_cast<size_t>(n));
-  std::vector<std::pair<int64_t, int64_t>> ranges(static_cast<size_t>(pool.num_threads()));
+  std::vector<std::pair<int64_t, int64_t>> ranges(static_cast<size_t>(4 * pool.num_threads()));
   std::atomic<int> calls{0};
   pool.ParallelFor(n, grain, [&](int64_t begin, int64_t end) {
     const int slot = calls.fetch_add(1);
@@ -28,7 +28,7 @@ Ranges RunAndCheck(ThreadPool& pool, int64_t n, int64_t grain) {
     for (int64_t i = begin; i < end; ++i) hits[i].fetch_add(1, std::memory_order_relaxed);
   });
   for (int64_t i = 0; i < n; ++i) EXPECT_EQ(hits[i].load(), 1) << "index " << i << " n " << n;
-  EXPECT_LE(calls.load(), pool.num_threads());
+  EXPECT_LE(calls.load(), 4 * pool.num_threads());
   ranges.resize(std::min<size_t>(ranges.size(), calls.load()));
   std::sort(ranges.begin(), ranges.end());
   return ranges;
@@ -107,6 +107,26 @@ TEST(ThreadPoolTest, JobsLongEnoughForEveryThread) {
     });
   }
   EXPECT_EQ(data, (std::vector<int64_t>{300, 300, 300}));
+}
+
+// A thread that is done with its own chunks runs those another thread has not started:
+// with the caller slow, the worker ends up running more than its share of 4 of 8.
+TEST(ThreadPoolTest, AFastThreadTakesChunksFromASlowOne) {
+  ThreadPool pool(2);
+  const std::thread::id caller = std::this_thread::get_id();
+  int most_by_worker = 0;
+  // A loaded machine may not run the worker at all during one call; a few tries suffice.
+  for (int attempt = 0; attempt < 20 && most_by_worker <= 4; ++attempt) {
+    std::atomic<int> by_worker{0};
+    RunAndCheck(pool, 8, 1);  // the same partition as below: 8 ranges
+    pool.ParallelFor(8, 1, [&](int64_t, int64_t) {
+      const bool slow = std::this_thread::get_id() == caller;
+      if (!slow) by_worker.fetch_add(1);
+      std::this_thread::sleep_for(std::chrono::microseconds(slow ? 3000 : 100));
+    });
+    most_by_worker = std::max(most_by_worker, by_worker.load());
+  }
+  EXPECT_GT(most_by_worker, 4);
 }
 
 TEST(ThreadPoolTest, WakesSleepingWorkers) {
