@@ -101,7 +101,7 @@ struct WideningKernel {
     const int64_t k = a.k;
     int64_t kk = 0;
     for (; kk + 8 <= k; kk += 8) {
-      PrefetchNextTile<C>(w, a.w_row_bytes, static_cast<int64_t>(Weights::kBytes) * kk);
+      PrefetchNextTile<R, C>(w, a.w_row_bytes, static_cast<int64_t>(Weights::kBytes) * kk);
       __m256 xv[R];
       BATON_UNROLL
       for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x[r] + kk);
@@ -157,7 +157,7 @@ struct Q8Kernel {
     }
     const int64_t blocks = a.k / 32;
     for (int64_t b = 0; b < blocks; ++b) {
-      PrefetchNextTile<C>(w, a.w_row_bytes, 34 * b);
+      PrefetchNextTile<R, C>(w, a.w_row_bytes, 34 * b);
       BATON_UNROLL
       for (int c = 0; c < C; ++c) {
         const uint8_t* blk = w[c] + 34 * b;

@@ -73,7 +73,7 @@ struct WideningKernel {
     const int64_t k = a.k;
     int64_t kk = 0;
     for (; kk + 16 <= k; kk += 16) {
-      PrefetchNextTile<C>(w, a.w_row_bytes, static_cast<int64_t>(Weights::kBytes) * kk);
+      PrefetchNextTile<R, C>(w, a.w_row_bytes, static_cast<int64_t>(Weights::kBytes) * kk);
       __m512 xv[R];
       BATON_UNROLL
       for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_ps(x[r] + kk);
@@ -123,7 +123,7 @@ struct Q8Kernel {
     }
     const int64_t blocks = a.k / 32;
     for (int64_t b = 0; b < blocks; ++b) {
-      PrefetchNextTile<C>(w, a.w_row_bytes, 34 * b);
+      PrefetchNextTile<R, C>(w, a.w_row_bytes, 34 * b);
       __m512 x0[R];
       __m512 x1[R];
       BATON_UNROLL

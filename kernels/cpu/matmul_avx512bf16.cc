@@ -42,7 +42,7 @@ struct DpBf16Kernel {
     const int64_t k = a.k;
     int64_t kk = 0;
     for (; kk + 32 <= k; kk += 32) {
-      PrefetchNextTile<C>(w, a.w_row_bytes, 2 * kk);
+      PrefetchNextTile<R, C>(w, a.w_row_bytes, 2 * kk);
       __m512i xv[R];
       BATON_UNROLL
       for (int r = 0; r < R; ++r) xv[r] = _mm512_loadu_si512(x[r] + kk);
