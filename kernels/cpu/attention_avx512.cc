@@ -19,17 +19,23 @@
 #include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/exp_avx512_inl.h"
 
+// Loops over a fixed count must be unrolled completely, or the accumulators and partial
+// sums live on the stack (GCC at -O2 does not unroll them by itself).
+#define ATTN_UNROLL _Pragma("GCC unroll 16")
+
 namespace baton::cpu::internal {
 namespace {
 
 // r[j] = the sum of v[j]'s 16 lanes, for 16 vectors, by a fixed tree.
-__m512 ReduceAdd16(const __m512 v[16]) {
+[[gnu::always_inline]] inline __m512 ReduceAdd16(const __m512 (&v)[16]) {
   __m512 a[8];
+  ATTN_UNROLL
   for (int i = 0; i < 8; ++i) {  // per 128-bit lane: [x0+x2, y0+y2, x1+x3, y1+y3]
     a[i] = _mm512_add_ps(_mm512_unpacklo_ps(v[2 * i], v[2 * i + 1]),
                          _mm512_unpackhi_ps(v[2 * i], v[2 * i + 1]));
   }
   __m512 b[4];
+  ATTN_UNROLL
   for (int i = 0; i < 4; ++i) {  // per 128-bit lane: keys 4i..4i+3, partial over the lane
     const __m512d x = _mm512_castps_pd(a[2 * i]), y = _mm512_castps_pd(a[2 * i + 1]);
     b[i] = _mm512_add_ps(_mm512_castpd_ps(_mm512_unpacklo_pd(x, y)),
@@ -81,6 +87,7 @@ constexpr int64_t kPrefetchKeys = 16;
 
 template <int kLines>
 void PrefetchRow(const float* row) {
+  ATTN_UNROLL
   for (int i = 0; i < kLines; ++i) {
     _mm_prefetch(reinterpret_cast<const char*>(row + 16 * i), _MM_HINT_T0);
   }
@@ -116,6 +123,7 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
   const int64_t n = pos + 1;
   const __m512 scale_v = _mm512_set1_ps(scale);
   __m512 max_v[kQueries];
+  ATTN_UNROLL
   for (int i = 0; i < kQueries; ++i) max_v[i] = _mm512_set1_ps(-INFINITY);
 
   RowWalker keys(kv.k, block_table, kv, kv_head);
@@ -133,11 +141,14 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
       PrefetchRow<kChunks>(keys_ahead.Row());
     }
     const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1);
+    ATTN_UNROLL
     for (int i = 0; i < kQueries; ++i) {
       __m512 partial[16];
+      ATTN_UNROLL
       for (int64_t j = 0; j < 16; ++j) {
         partial[j] = _mm512_setzero_ps();
         if (j >= count) continue;
+        ATTN_UNROLL
         for (int c = 0; c < kChunks; ++c) {
           partial[j] = _mm512_fmadd_ps(_mm512_loadu_ps(q + i * kDim + 16 * c),
                                        _mm512_loadu_ps(rows[j] + 16 * c), partial[j]);
@@ -149,12 +160,15 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
     }
   }
   float inv[kQueries];
+  ATTN_UNROLL
   for (int i = 0; i < kQueries; ++i) {
     inv[i] = 1.0f / ExpAndSum(scores + i * n, n, _mm512_reduce_max_ps(max_v[i]));
   }
 
   __m512 acc[kQueries][kChunks];
+  ATTN_UNROLL
   for (int i = 0; i < kQueries; ++i) {
+    ATTN_UNROLL
     for (int c = 0; c < kChunks; ++c) acc[i][c] = _mm512_setzero_ps();
   }
   RowWalker values(kv.v, block_table, kv, kv_head);
@@ -168,15 +182,19 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
       PrefetchRow<kChunks>(values_ahead.Row());
       values_ahead.Next();
     }
+    ATTN_UNROLL
     for (int c = 0; c < kChunks; ++c) {
       const __m512 v = _mm512_loadu_ps(value + 16 * c);
+      ATTN_UNROLL
       for (int i = 0; i < kQueries; ++i) {
         acc[i][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[i * n + t]), v, acc[i][c]);
       }
     }
   }
+  ATTN_UNROLL
   for (int i = 0; i < kQueries; ++i) {
     const __m512 inv_v = _mm512_set1_ps(inv[i]);
+    ATTN_UNROLL
     for (int c = 0; c < kChunks; ++c) {
       _mm512_storeu_ps(out + i * kDim + 16 * c, _mm512_mul_ps(acc[i][c], inv_v));
     }
