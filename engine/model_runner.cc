@@ -128,21 +128,14 @@ void ModelRunner::Attention(int64_t layer) {
   attn_cuts_.assign(parts + 1, items);
   {
     constexpr int64_t kFixedCost = 32;  // per query, in keys: the passes' setup and tails
+    auto cost = [&](int64_t item) { return positions_[item / heads] + 1 + kFixedCost; };
     int64_t total = 0;
-    for (int64_t t = 0; t < num_tokens; ++t) total += heads * (positions_[t] + 1 + kFixedCost);
-    attn_cuts_[0] = 0;
-    int64_t before = 0;  // cost of the tokens before t
-    int64_t part = 1;
-    for (int64_t t = 0; t < num_tokens && part < parts; ++t) {
-      const int64_t each = positions_[t] + 1 + kFixedCost;
-      const int64_t after = before + heads * each;
-      for (; part < parts && total * part <= after * parts; ++part) {
-        // First item of this token whose cost starts at or after the part's share.
-        const int64_t share = (total * part + parts - 1) / parts;
-        const int64_t into = std::clamp<int64_t>((share - before + each - 1) / each, 0, heads);
-        attn_cuts_[part] = std::max(attn_cuts_[part - 1], t * heads + into);
-      }
-      before = after;
+    for (int64_t item = 0; item < items; ++item) total += cost(item);
+    // Run p starts at the first item whose cost before it reaches p / parts of the total.
+    int64_t before = 0;
+    int64_t part = 0;
+    for (int64_t item = 0; item < items && part < parts; before += cost(item), ++item) {
+      while (part < parts && before * parts >= total * part) attn_cuts_[part++] = item;
     }
   }
   threads_->ParallelFor(parts, 1, [&](int64_t p0, int64_t p1) {
@@ -231,14 +224,10 @@ absl::Status ModelRunner::Forward(std::span<const SequenceInput> batch, ForwardO
     const cpu::MatMulTarget gate_up[] = {{lw.gate.weight, Bias(lw.gate), gate_.data(), inter},
                                          {lw.up.weight, Bias(lw.up), up_.data(), inter}};
     cpu::MatMulShared(h_.data(), n, hidden, gate_up, threads_);
-    if (n > 1) {
-      threads_->ParallelFor(n, 1, [&](int64_t begin, int64_t end) {
-        cpu::SwiGlu(gate_.data() + begin * inter, up_.data() + begin * inter, (end - begin) * inter,
-                    gate_.data() + begin * inter);
-      });
-    } else {
-      cpu::SwiGlu(gate_.data(), up_.data(), inter, gate_.data());
-    }
+    threads_->ParallelFor(n, 1, [&](int64_t begin, int64_t end) {  // one token: no hand-off
+      cpu::SwiGlu(gate_.data() + begin * inter, up_.data() + begin * inter, (end - begin) * inter,
+                  gate_.data() + begin * inter);
+    });
     linear(lw.down, gate_.data(), inter, h_.data(), hidden);
     cpu::AddInPlace(x_.data(), h_.data(), n * hidden);
   }

@@ -19,7 +19,7 @@ bool UseAvx512(const PagedKvView& kv) {
 void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
                     const PagedKvView& kv, float scale, float* scores, float* out) {
   if (UseAvx512(kv)) {
-    internal::AttendOneQueryAvx512(q, pos, kv_head, block_table, kv, scale, scores, out);
+    internal::AttendQueriesAvx512(q, 1, pos, kv_head, block_table, kv, scale, scores, out);
     return;
   }
   const int64_t token_stride = kv.num_kv_heads * kv.head_dim;

@@ -13,8 +13,10 @@
 // bound by FMA latency. Each query's arithmetic stays exactly as above.
 #include "kernels/cpu/simd.h"
 
+#include <array>
 #include <cmath>
 #include <cstdint>
+#include <utility>
 
 #include "kernels/cpu/attention_internal.h"
 #include "kernels/cpu/exp_avx512_inl.h"
@@ -201,103 +203,50 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
   }
 }
 
-// One query of any head_dim that is a multiple of 16 (at most 256): the same arithmetic with
-// the chunk count known only at run time.
-void AttendAnyDim(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
-                  const PagedKvView& kv, float scale, float* scores, float* out) {
-  const int64_t chunks = kv.head_dim / 16;
-  const int64_t n = pos + 1;
-  __m512 qv[16];
-  for (int64_t c = 0; c < chunks; ++c) qv[c] = _mm512_loadu_ps(q + 16 * c);
-  const __m512 scale_v = _mm512_set1_ps(scale);
-  __m512 max_v = _mm512_set1_ps(-INFINITY);
-  RowWalker keys(kv.k, block_table, kv, kv_head);
-  for (int64_t t0 = 0; t0 < n; t0 += 16) {
-    const int64_t count = n - t0 < 16 ? n - t0 : 16;
-    __m512 partial[16];
-    for (int64_t j = 0; j < 16; ++j) {
-      partial[j] = _mm512_setzero_ps();
-      if (j >= count) continue;
-      const float* key = keys.Row();
-      keys.Next();
-      for (int64_t c = 0; c < chunks; ++c) {
-        partial[j] = _mm512_fmadd_ps(qv[c], _mm512_loadu_ps(key + 16 * c), partial[j]);
-      }
-    }
-    const __mmask16 mask = static_cast<__mmask16>((1u << count) - 1);
-    const __m512 s = _mm512_mul_ps(ReduceAdd16(partial), scale_v);
-    _mm512_mask_storeu_ps(scores + t0, mask, s);
-    max_v = _mm512_mask_max_ps(max_v, mask, max_v, s);
-  }
-  const float sum = ExpAndSum(scores, n, _mm512_reduce_max_ps(max_v));
-
-  __m512 acc[16];
-  for (int64_t c = 0; c < chunks; ++c) acc[c] = _mm512_setzero_ps();
-  RowWalker values(kv.v, block_table, kv, kv_head);
-  for (int64_t t = 0; t < n; ++t, values.Next()) {
-    const __m512 w = _mm512_set1_ps(scores[t]);
-    const float* value = values.Row();
-    for (int64_t c = 0; c < chunks; ++c) {
-      acc[c] = _mm512_fmadd_ps(w, _mm512_loadu_ps(value + 16 * c), acc[c]);
-    }
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / sum);
-  for (int64_t c = 0; c < chunks; ++c) _mm512_storeu_ps(out + 16 * c, _mm512_mul_ps(acc[c], inv));
-}
-
-// Runs `count` queries through AttendFixed<kChunks, *> in passes of at most kMax.
+// `count` queries through AttendFixed<kChunks, *>, up to kMax at a time.
 template <int kChunks, int kMax>
 void AttendInPasses(const float* q, int64_t count, int64_t pos, int64_t kv_head,
                     const int32_t* block_table, const PagedKvView& kv, float scale, float* scores,
                     float* out) {
   constexpr int64_t kDim = kChunks * 16;
   const int64_t n = pos + 1;
-  for (int64_t i = 0; i < count;) {
-    const int64_t left = count - i;
-    const float* qi = q + i * kDim;
-    float* oi = out + i * kDim;
-    float* si = scores + i * n;
-    if (kMax >= 4 && left >= 4) {
-      AttendFixed<kChunks, (kMax >= 4 ? 4 : 1)>(qi, pos, kv_head, block_table, kv, scale, si, oi);
-      i += 4;
-    } else if (kMax >= 3 && left == 3) {
-      AttendFixed<kChunks, (kMax >= 3 ? 3 : 1)>(qi, pos, kv_head, block_table, kv, scale, si, oi);
-      i += 3;
-    } else if (kMax >= 2 && left >= 2) {
-      AttendFixed<kChunks, (kMax >= 2 ? 2 : 1)>(qi, pos, kv_head, block_table, kv, scale, si, oi);
-      i += 2;
-    } else {
-      AttendFixed<kChunks, 1>(qi, pos, kv_head, block_table, kv, scale, si, oi);
-      i += 1;
+  for (; count >= kMax; count -= kMax, q += kMax * kDim, out += kMax * kDim, scores += kMax * n) {
+    AttendFixed<kChunks, kMax>(q, pos, kv_head, block_table, kv, scale, scores, out);
+  }
+  if constexpr (kMax > 1) {
+    if (count > 0) {
+      AttendInPasses<kChunks, kMax - 1>(q, count, pos, kv_head, block_table, kv, scale, scores,
+                                        out);
     }
   }
 }
 
-}  // namespace
+// Queries per pass for head_dim = 16 * kChunks: up to 16 V-pass accumulators (queries x
+// chunks), which leaves registers for the V row and the weights. Only the common head
+// sizes, 64 and 128, get more than one.
+template <int kChunks>
+constexpr int kQueriesPerPass = kChunks == 4   ? 4
+                                : kChunks == 8 ? 2
+                                               : 1;
 
-void AttendOneQueryAvx512(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
-                          const PagedKvView& kv, float scale, float* scores, float* out) {
-  AttendQueriesAvx512(q, 1, pos, kv_head, block_table, kv, scale, scores, out);
+using AttendFn = void (*)(const float*, int64_t, int64_t, int64_t, const int32_t*,
+                          const PagedKvView&, float, float*, float*);
+
+template <int... kMinus1>
+constexpr std::array<AttendFn, sizeof...(kMinus1)> MakeAttendTable(
+    std::integer_sequence<int, kMinus1...>) {
+  return {&AttendInPasses<kMinus1 + 1, kQueriesPerPass<kMinus1 + 1>>...};
 }
+
+// Indexed by head_dim / 16 - 1.
+constexpr auto kAttend = MakeAttendTable(std::make_integer_sequence<int, 16>());
+
+}  // namespace
 
 void AttendQueriesAvx512(const float* q, int64_t count, int64_t pos, int64_t kv_head,
                          const int32_t* block_table, const PagedKvView& kv, float scale,
                          float* scores, float* out) {
-  // Up to 16 accumulators for the V pass (queries x chunks), which leaves registers for the
-  // V row and the weights.
-  switch (kv.head_dim) {
-    case 64:
-      AttendInPasses<4, 4>(q, count, pos, kv_head, block_table, kv, scale, scores, out);
-      return;
-    case 128:
-      AttendInPasses<8, 2>(q, count, pos, kv_head, block_table, kv, scale, scores, out);
-      return;
-    default:
-      for (int64_t i = 0; i < count; ++i) {
-        AttendAnyDim(q + i * kv.head_dim, pos, kv_head, block_table, kv, scale,
-                     scores + i * (pos + 1), out + i * kv.head_dim);
-      }
-  }
+  kAttend[kv.head_dim / 16 - 1](q, count, pos, kv_head, block_table, kv, scale, scores, out);
 }
 
 }  // namespace baton::cpu::internal
