@@ -4,12 +4,15 @@
 //     that we reach.
 //   prefill (one 512-token prompt): the forward's FLOPs per second over the GEMM probe
 //     (the matmul kernel alone on a large problem).
-// Absolute times on a shared machine mean little; these ratios are the figures.
+// Absolute times on a shared machine mean little; these ratios are the figures. Each
+// repetition is divided by a probe run just before it, and the median is reported with
+// the range.
 //
 //   engine_bench --model models/baton-tiny --model build/bench-models/smollm2-135m
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <fstream>
 #include <memory>
 #include <random>
 #include <string>
@@ -65,14 +68,48 @@ ModelCost Cost(const model::Model& m) {
 struct Result {
   std::string name;
   std::string dtype;
+  double huge_page_share = 0;  // of the weight bytes, mapped with 2 MiB pages
   int prompt_tokens = 0;
-  double decode_tok_s = 0;
-  double decode_bytes = 0;  // read per decode step: matrices + mean KV cache
-  double prefill_tok_s = 0, prefill_gflops = 0;
+  double decode_tok_s = 0;                       // best repetition
+  double decode_bytes = 0;                       // read per decode step: matrices + mean KV cache
+  double prefill_tok_s = 0, prefill_gflops = 0;  // best repetition
+  // Each repetition against the probe run just before it: the machine's bandwidth drifts
+  // over the minutes a run takes, so one probe for all models misjudges some of them.
+  std::vector<double> decode_share, prefill_share;  // of the bound, of the GEMM probe
+  std::vector<double> bandwidth, gemm;              // the probes, GB/s and GFLOP/s
 };
 
-Result BenchModel(const std::string& path, ThreadPool* threads, int prompt_tokens,
-                  int decode_tokens, int reps, bool use_mmap) {
+struct Probes {
+  ThreadPool* threads;
+  int reps;
+  double Bandwidth() const {
+    return bench::MeasureReadBandwidthGBs(threads, size_t{1} << 30, reps);
+  }
+  double Gemm() const {
+    return bench::MeasureGemmGflops(threads, cpu::DType::kBF16, 512, 2048, 2048, reps);
+  }
+};
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const size_t n = v.size();
+  if (n == 0) return 0;
+  return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+// Bytes of this process's file maps held with 2 MiB page-table entries.
+double FilePmdMappedBytes() {
+  std::ifstream in("/proc/self/smaps_rollup");
+  std::string line;
+  while (std::getline(in, line)) {
+    if (line.starts_with("FilePmdMapped:")) return 1024.0 * std::stod(line.substr(14));
+  }
+  return 0.0;
+}
+
+Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& probes,
+                  int prompt_tokens, int decode_tokens, int reps, bool use_mmap) {
+  const double pmd_before = FilePmdMappedBytes();
   model::OpenOptions options;
   options.use_mmap = use_mmap;
   auto opened = model::Model::Open(path, options);
@@ -82,6 +119,9 @@ Result BenchModel(const std::string& path, ThreadPool* threads, int prompt_token
   }
   const model::Model& m = **opened;
   const auto& cfg = m.config();
+  const ModelCost cost = Cost(m);
+  const double kv_bytes_per_pos =
+      2.0 * static_cast<double>(cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * sizeof(float));
   // A model with a short context (baton-tiny: 512) gets a prompt that leaves room for the
   // decode steps.
   prompt_tokens = static_cast<int>(
@@ -97,20 +137,34 @@ Result BenchModel(const std::string& path, ThreadPool* threads, int prompt_token
   std::vector<int32_t> prompt(prompt_tokens);
   for (int32_t& t : prompt) t = token(rng);
 
+  const double attention_flops =
+      4.0 * static_cast<double>(cfg.num_layers * cfg.num_heads * cfg.head_dim) *
+      (static_cast<double>(prompt_tokens) * (prompt_tokens + 1) / 2);
+  const double prefill_flops =
+      cost.flops_per_token * prompt_tokens + cost.head_flops + attention_flops;
+  Result res;
   engine::ForwardOutput out;
   double best_prefill = 1e30;
   for (int r = 0; r < reps; ++r) {
+    const double gemm = probes.Gemm();
+    res.gemm.push_back(gemm);
     const engine::SequenceInput in{prompt, 0, blocks, engine::LogitsWanted::kLast};
     const auto t0 = Clock::now();
     Check(runner.Forward(std::span(&in, 1), &out));
-    best_prefill = std::min(best_prefill, Since(t0));
+    const double seconds = Since(t0);
+    best_prefill = std::min(best_prefill, seconds);
+    res.prefill_share.push_back(prefill_flops / seconds / 1e9 / gemm);
   }
 
   // Decode after the prompt: each step reads every matrix once and the KV cache so far.
   std::vector<int32_t> tokens = prompt;
   double best_decode = 1e30;
+  const double mean_context = prompt_tokens + decode_tokens / 2.0;
+  res.decode_bytes = static_cast<double>(cost.weight_bytes) + kv_bytes_per_pos * mean_context;
   for (int r = 0; r < reps; ++r) {
     tokens.resize(prompt_tokens);
+    const double bandwidth = probes.Bandwidth();
+    res.bandwidth.push_back(bandwidth);
     const auto t0 = Clock::now();
     for (int i = 0; i < decode_tokens; ++i) {
       const int32_t next = static_cast<int32_t>(
@@ -121,25 +175,19 @@ Result BenchModel(const std::string& path, ThreadPool* threads, int prompt_token
                                      engine::LogitsWanted::kLast};
       Check(runner.Forward(std::span(&in, 1), &out));
     }
-    best_decode = std::min(best_decode, Since(t0) / decode_tokens);
+    const double step = Since(t0) / decode_tokens;
+    best_decode = std::min(best_decode, step);
+    res.decode_share.push_back(res.decode_bytes / step / (bandwidth * 1e9));
   }
 
-  const ModelCost cost = Cost(m);
-  const double kv_bytes_per_pos =
-      2.0 * static_cast<double>(cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * sizeof(float));
-  const double mean_context = prompt_tokens + decode_tokens / 2.0;
-  Result res;
   res.name = cfg.name.empty() ? path : cfg.name;
   res.dtype = cpu::DTypeName(m.weights().layers[0].q.weight.dtype);
+  res.huge_page_share = std::min(1.0, (FilePmdMappedBytes() - pmd_before) /
+                                          std::max(1.0, static_cast<double>(cost.weight_bytes)));
   res.decode_tok_s = 1.0 / best_decode;
-  res.decode_bytes = static_cast<double>(cost.weight_bytes) + kv_bytes_per_pos * mean_context;
   res.prompt_tokens = prompt_tokens;
   res.prefill_tok_s = prompt_tokens / best_prefill;
-  const double attention_flops =
-      4.0 * static_cast<double>(cfg.num_layers * cfg.num_heads * cfg.head_dim) *
-      (static_cast<double>(prompt_tokens) * (prompt_tokens + 1) / 2);
-  res.prefill_gflops = (cost.flops_per_token * prompt_tokens + cost.head_flops + attention_flops) /
-                       best_prefill / 1e9;
+  res.prefill_gflops = prefill_flops / best_prefill / 1e9;
   return res;
 }
 
@@ -149,7 +197,7 @@ Result BenchModel(const std::string& path, ThreadPool* threads, int prompt_token
 int main(int argc, char** argv) {
   CLI::App app{"CPU engine benchmark: decode vs memory bandwidth, prefill vs the GEMM probe"};
   std::vector<std::string> models;
-  int threads = 0, prompt_tokens = 512, decode_tokens = 32, reps = 3;
+  int threads = 0, prompt_tokens = 512, decode_tokens = 32, reps = 5;
   bool quick = false, no_mmap = false;
   app.add_option("--model", models, "Model paths (.gguf or HF directory), repeatable")->required();
   app.add_option("--threads", threads, "Threads (0: one per core)");
@@ -157,7 +205,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_option("--decode-tokens", decode_tokens, "Decode steps timed per repetition")
       ->check(CLI::PositiveNumber);
-  app.add_option("--reps", reps, "Repetitions; the best is kept")->check(CLI::PositiveNumber);
+  app.add_option("--reps", reps,
+                 "Repetitions, each after its own probes; the shares are their median")
+      ->check(CLI::PositiveNumber);
   app.add_flag("--no-mmap", no_mmap,
                "Copy the weights into anonymous huge-page memory instead of mapping the files");
   app.add_flag("--quick", quick, "One repetition, 8 decode steps (a smoke run)");
@@ -170,25 +220,32 @@ int main(int argc, char** argv) {
   baton::ThreadPool pool(threads);
   std::printf("engine_bench: %d threads, %s kernels, weights %s\n", pool.num_threads(),
               baton::cpu::ActiveIsa(), no_mmap ? "copied (--no-mmap)" : "memory-mapped");
+  const baton::Probes probes{&pool, quick ? 1 : 3};
   std::vector<baton::Result> results;
+  results.reserve(models.size());
   for (const std::string& path : models) {
-    results.push_back(baton::BenchModel(path, &pool, prompt_tokens, decode_tokens, reps, !no_mmap));
+    results.push_back(
+        baton::BenchModel(path, &pool, probes, prompt_tokens, decode_tokens, reps, !no_mmap));
   }
-  // Probes after the models, so the models' pages were hot in the same conditions.
-  const double bandwidth =
-      baton::bench::MeasureReadBandwidthGBs(&pool, size_t{1} << 30, quick ? 2 : 5);
-  const double gemm = baton::bench::MeasureGemmGflops(&pool, baton::cpu::DType::kBF16, 512, 2048,
-                                                      2048, quick ? 1 : 3);
-  std::printf("probes: streaming read %.1f GB/s; bf16 GEMM (512x2048x2048) %.1f GFLOP/s\n",
-              bandwidth, gemm);
-  std::printf("%-16s %-5s %12s %12s %9s %7s %12s %10s %8s\n", "model", "dtype", "decode tok/s",
-              "bound tok/s", "% bound", "prompt", "prefill t/s", "GFLOP/s", "% GEMM");
+  using baton::Median;
+  std::printf(
+      "each repetition is divided by a probe run just before it (streaming read on all threads;\n"
+      "bf16 GEMM 512x2048x2048); %% columns: median of the repetitions [lowest-highest];\n"
+      "2MiB: share of the mapped weights on 2 MiB pages\n");
+  std::printf("%-16s %-5s %5s %12s %6s %20s %6s %11s %7s %20s\n", "model", "dtype", "2MiB",
+              "decode tok/s", "GB/s", "% bound", "prompt", "prefill t/s", "GFLOP/s", "% GEMM");
   for (auto& r : results) {
-    const double bound = bandwidth * 1e9 / r.decode_bytes;
-    std::printf("%-16s %-5s %12.1f %12.1f %8.1f%% %7d %12.1f %10.1f %7.1f%%\n", r.name.c_str(),
-                r.dtype.c_str(), r.decode_tok_s, bound, 100.0 * r.decode_tok_s / bound,
-                r.prompt_tokens, r.prefill_tok_s, r.prefill_gflops,
-                100.0 * r.prefill_gflops / gemm);
+    auto range = [](const std::vector<double>& v) {
+      char buf[64];
+      std::snprintf(buf, sizeof buf, "%5.1f%% [%.1f-%.1f]", 100.0 * Median(v),
+                    100.0 * *std::min_element(v.begin(), v.end()),
+                    100.0 * *std::max_element(v.begin(), v.end()));
+      return std::string(buf);
+    };
+    std::printf("%-16s %-5s %4.0f%% %12.1f %6.1f %20s %6d %11.1f %7.0f %20s\n", r.name.c_str(),
+                r.dtype.c_str(), 100.0 * r.huge_page_share, r.decode_tok_s, Median(r.bandwidth),
+                range(r.decode_share).c_str(), r.prompt_tokens, r.prefill_tok_s, Median(r.gemm),
+                range(r.prefill_share).c_str());
   }
   return 0;
 }
