@@ -3,6 +3,12 @@
 //   BATON_ASSIGN_OR_RETURN(MappedFile file, MappedFile::Open("model.gguf"));
 //   std::string_view bytes = file.view();
 //
+// A file of 4 MiB or more is mapped at a 2 MiB boundary and advised MADV_HUGEPAGE, so
+// that where the kernel keeps large folios in the page cache (Linux 6.x: ext4, xfs, btrfs,
+// tmpfs) a streaming reader of the weights walks 2 MiB pages. A file already cached in
+// small folios (just written, or read with read()) is dropped from the cache first when
+// the kernel can do better; see PreferHugePages in the .cc.
+//
 // MappedFile::Open(path, MappedFile::Backing::kAnonymousCopy) instead reads the file
 // once into anonymous memory advised for transparent huge pages (llama.cpp's
 // --no-mmap): the bytes no longer share the page cache, and a streaming reader walks
@@ -32,6 +38,9 @@ class MappedFile {
 
   std::string_view view() const { return {static_cast<const char*>(data_), size_}; }
   size_t size() const { return size_; }
+  // Bytes now mapped with 2 MiB page-table entries (from /proc/self/smaps; 0 where the
+  // kernel does not say). For reports and tests; it reads a /proc file.
+  size_t HugePageBytes() const;
 
  private:
   void* data_ = nullptr;  // start of the bytes
