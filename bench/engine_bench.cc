@@ -16,6 +16,7 @@
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "CLI/CLI.hpp"
@@ -68,7 +69,7 @@ ModelCost Cost(const model::Model& m) {
 struct Result {
   std::string name;
   std::string dtype;
-  double huge_page_share = 0;  // of the weight bytes, mapped with 2 MiB pages
+  double huge_page_share = 0;  // of the weight bytes, on 2 MiB pages
   int prompt_tokens = 0;
   double decode_tok_s = 0;                       // best repetition
   double decode_bytes = 0;                       // read per decode step: matrices + mean KV cache
@@ -97,19 +98,23 @@ double Median(std::vector<double> v) {
   return n % 2 == 1 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
 }
 
-// Bytes of this process's file maps held with 2 MiB page-table entries.
-double FilePmdMappedBytes() {
+// Bytes of this process's memory held with 2 MiB page-table entries: file maps
+// (FilePmdMapped) and anonymous memory (AnonHugePages).
+double HugePageBytes() {
   std::ifstream in("/proc/self/smaps_rollup");
   std::string line;
+  double bytes = 0;
   while (std::getline(in, line)) {
-    if (line.starts_with("FilePmdMapped:")) return 1024.0 * std::stod(line.substr(14));
+    for (std::string_view field : {"FilePmdMapped:", "AnonHugePages:"}) {
+      if (line.starts_with(field)) bytes += 1024.0 * std::stod(line.substr(field.size()));
+    }
   }
-  return 0.0;
+  return bytes;
 }
 
 Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& probes,
                   int prompt_tokens, int decode_tokens, int reps, bool use_mmap) {
-  const double pmd_before = FilePmdMappedBytes();
+  const double huge_before = HugePageBytes();
   model::OpenOptions options;
   options.use_mmap = use_mmap;
   auto opened = model::Model::Open(path, options);
@@ -118,6 +123,7 @@ Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& pr
     std::exit(1);
   }
   const model::Model& m = **opened;
+  const double huge_weights = HugePageBytes() - huge_before;  // before the KV pool exists
   const auto& cfg = m.config();
   const ModelCost cost = Cost(m);
   const double kv_bytes_per_pos =
@@ -182,8 +188,8 @@ Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& pr
 
   res.name = cfg.name.empty() ? path : cfg.name;
   res.dtype = cpu::DTypeName(m.weights().layers[0].q.weight.dtype);
-  res.huge_page_share = std::min(1.0, (FilePmdMappedBytes() - pmd_before) /
-                                          std::max(1.0, static_cast<double>(cost.weight_bytes)));
+  res.huge_page_share =
+      std::min(1.0, huge_weights / std::max(1.0, static_cast<double>(cost.weight_bytes)));
   res.decode_tok_s = 1.0 / best_decode;
   res.prompt_tokens = prompt_tokens;
   res.prefill_tok_s = prompt_tokens / best_prefill;
@@ -231,7 +237,7 @@ int main(int argc, char** argv) {
   std::printf(
       "each repetition is divided by a probe run just before it (streaming read on all threads;\n"
       "bf16 GEMM 512x2048x2048); %% columns: median of the repetitions [lowest-highest];\n"
-      "2MiB: share of the mapped weights on 2 MiB pages\n");
+      "2MiB: share of the weights on 2 MiB pages\n");
   std::printf("%-16s %-5s %5s %12s %6s %20s %6s %11s %7s %20s\n", "model", "dtype", "2MiB",
               "decode tok/s", "GB/s", "% bound", "prompt", "prefill t/s", "GFLOP/s", "% GEMM");
   for (auto& r : results) {

@@ -114,25 +114,29 @@ void PopulateRead(void* p, size_t n) {
 // then comes as one 2 MiB page (the kernel and the file system can do it) is the rest of
 // the file dropped too, to be read again, in 2 MiB folios, by the first pass over the
 // weights. Pages that another process maps are never dropped (the kernel skips them), and
-// then the first test fails and nothing more is dropped.
-void PreferHugePages(int fd, void* p, size_t size) {
+// then the first test fails and nothing more is dropped. Returns whether the first 2 MiB
+// ended up on one 2 MiB page: whether this kernel can map this file so.
+bool PreferHugePages(int fd, void* p, size_t size) {
   PopulateRead(p, kHugePage);
-  if (PmdMappedBytes(p, "FilePmdMapped:") > 0) return;
+  if (PmdMappedBytes(p, "FilePmdMapped:") > 0) return true;
   (void)::fdatasync(fd);                         // dirty pages cannot be dropped
   (void)::madvise(p, kHugePage, MADV_DONTNEED);  // our own mapping of them
   (void)::posix_fadvise(fd, 0, kHugePage, POSIX_FADV_DONTNEED);
   PopulateRead(p, kHugePage);
-  if (PmdMappedBytes(p, "FilePmdMapped:") == 0) return;
+  if (PmdMappedBytes(p, "FilePmdMapped:") == 0) return false;
   (void)::madvise(p, size, MADV_DONTNEED);
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  return true;
 }
 
-absl::StatusOr<void*> MapFile(int fd, size_t size, const std::string& path) {
+// Maps the file; *huge_capable tells whether PreferHugePages found 2 MiB pages possible.
+absl::StatusOr<void*> MapFile(int fd, size_t size, const std::string& path, bool* huge_capable) {
   void* p = nullptr;
   absl::Status status;
+  *huge_capable = false;
   if (size >= 2 * kHugePage) {
     status = MapAligned(fd, size, &p);
-    if (status.ok()) PreferHugePages(fd, p, size);
+    if (status.ok()) *huge_capable = PreferHugePages(fd, p, size);
   } else {
     p = ::mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
     if (p == MAP_FAILED) status = absl::InternalError(std::strerror(errno));
@@ -162,11 +166,19 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Backing bac
     return file;
   }
   if (backing == Backing::kFileMap) {
-    absl::StatusOr<void*> mapped = MapFile(fd, file.size_, path);
-    ::close(fd);
-    if (!mapped.ok()) return mapped.status();
+    bool huge_capable = false;
+    absl::StatusOr<void*> mapped = MapFile(fd, file.size_, path, &huge_capable);
+    if (!mapped.ok()) {
+      ::close(fd);
+      return mapped.status();
+    }
     file.data_ = file.map_ = *mapped;
     file.map_size_ = file.size_;
+    if (huge_capable) {
+      file.fd_ = fd;  // kept for RecacheSmallPages
+    } else {
+      ::close(fd);
+    }
     return file;
   }
   // Over-allocate by one huge page and start the bytes at the first 2 MiB boundary.
@@ -198,11 +210,26 @@ size_t MappedFile::HugePageBytes() const {
   return PmdMappedBytes(map_, "FilePmdMapped:") + PmdMappedBytes(map_, "AnonHugePages:");
 }
 
+bool MappedFile::RecacheSmallPages() {
+  if (fd_ < 0) return false;
+  const int fd = std::exchange(fd_, -1);  // one check per file
+  // The tail past the last 2 MiB boundary cannot be one 2 MiB page; past that, a few
+  // small folios are not worth a second read of the file.
+  const bool drop = HugePageBytes() + size_ / 16 + kHugePage < size_;
+  if (drop) {
+    (void)::madvise(map_, map_size_, MADV_DONTNEED);
+    (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
+  }
+  ::close(fd);
+  return drop;
+}
+
 MappedFile::MappedFile(MappedFile&& other) noexcept
     : data_(std::exchange(other.data_, nullptr)),
       size_(std::exchange(other.size_, 0)),
       map_(std::exchange(other.map_, nullptr)),
-      map_size_(std::exchange(other.map_size_, 0)) {}
+      map_size_(std::exchange(other.map_size_, 0)),
+      fd_(std::exchange(other.fd_, -1)) {}
 
 MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
   if (this != &other) {
@@ -211,12 +238,15 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
     size_ = std::exchange(other.size_, 0);
     map_ = std::exchange(other.map_, nullptr);
     map_size_ = std::exchange(other.map_size_, 0);
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = std::exchange(other.fd_, -1);
   }
   return *this;
 }
 
 MappedFile::~MappedFile() {
   if (map_ != nullptr) ::munmap(map_, map_size_);
+  if (fd_ >= 0) ::close(fd_);
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {

@@ -41,12 +41,19 @@ class MappedFile {
   // Bytes now mapped with 2 MiB page-table entries (from /proc/self/smaps; 0 where the
   // kernel does not say). For reports and tests; it reads a /proc file.
   size_t HugePageBytes() const;
+  // After a pass over the bytes: if a sizeable part of a file map still sits on small
+  // pages although the kernel mapped this file with 2 MiB pages at Open (parts of the file
+  // were cached in small folios, or split since), drops the whole file from the page
+  // cache, so that the next pass reads it back in 2 MiB folios. Returns whether it did.
+  // Only the first call checks; the file's descriptor is closed after it.
+  bool RecacheSmallPages();
 
  private:
   void* data_ = nullptr;  // start of the bytes
   size_t size_ = 0;
   void* map_ = nullptr;  // what munmap releases (differs from data_ for an aligned copy)
   size_t map_size_ = 0;
+  int fd_ = -1;  // open while RecacheSmallPages may still drop the file's cache
 };
 
 // Reads a whole file into a string; for small text files (configs, templates).

@@ -106,7 +106,15 @@ void Prefault(const Weights& w, const OpenOptions& options) {
 absl::StatusOr<std::unique_ptr<Model>> Finish(ModelParts parts, std::vector<MappedFile> files,
                                               std::string path, std::string format,
                                               const OpenOptions& options) {
-  if (options.prefault) Prefault(parts.weights, options);
+  if (options.prefault) {
+    Prefault(parts.weights, options);
+    // A file partly cached in small folios gets one more pass, after the whole file is
+    // dropped from the page cache, so that the decode kernels read 2 MiB pages
+    // (MappedFile::RecacheSmallPages; docs/models.md).
+    bool again = false;
+    for (MappedFile& file : files) again = file.RecacheSmallPages() || again;
+    if (again) Prefault(parts.weights, options);
+  }
   return std::unique_ptr<Model>(
       new MappedModel(std::move(parts), std::move(files), std::move(path), std::move(format)));
 }

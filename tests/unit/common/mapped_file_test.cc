@@ -78,25 +78,32 @@ TEST(MappedFileTest, AnEmptyFileMapsToNothing) {
   std::filesystem::remove(path);
 }
 
-// A file just written sits in the page cache in small folios. Where the kernel can map a
-// cold file with 2 MiB pages, the map must drop those folios and get 2 MiB pages too.
-TEST(MappedFileTest, AFileJustWrittenGetsHugePagesWhereAColdFileDoes) {
+// Whether this kernel maps a cold file in TempDir() with 2 MiB pages (large page-cache
+// folios); the tests below need it and skip, saying so, where it cannot.
+bool ColdFileGetsHugePages() {
   const std::string bytes = RandomBytes(8 * kMiB, 3);
   const std::string cold = WriteFile("cold", bytes);
   DropFromPageCache(cold);
-  {
-    absl::StatusOr<MappedFile> f = MappedFile::Open(cold);
-    ASSERT_TRUE(f.ok()) << f.status();
-    EXPECT_GT(TouchAll(*f), 0u);
-    if (f->HugePageBytes() == 0) {
-      std::filesystem::remove(cold);
-      GTEST_SKIP() << "this kernel or file system maps " << ::testing::TempDir()
-                   << " with 4 KiB pages only (no large page-cache folios)";
-    }
+  absl::StatusOr<MappedFile> f = MappedFile::Open(cold);
+  EXPECT_TRUE(f.ok()) << f.status();
+  const bool huge = f.ok() && TouchAll(*f) > 0 && f->HugePageBytes() > 0;
+  if (huge) {
     EXPECT_EQ(f->HugePageBytes(), bytes.size());
   }
   std::filesystem::remove(cold);
+  return huge;
+}
 
+#define SKIP_WITHOUT_LARGE_FOLIOS()                                          \
+  if (!ColdFileGetsHugePages())                                              \
+  GTEST_SKIP() << "this kernel or file system maps " << ::testing::TempDir() \
+               << " with 4 KiB pages only (no large page-cache folios)"
+
+// A file just written sits in the page cache in small folios. Where the kernel can map a
+// cold file with 2 MiB pages, the map must drop those folios and get 2 MiB pages too.
+TEST(MappedFileTest, AFileJustWrittenGetsHugePagesWhereAColdFileDoes) {
+  SKIP_WITHOUT_LARGE_FOLIOS();
+  const std::string bytes = RandomBytes(8 * kMiB, 4);
   const std::string hot = WriteFile("hot", bytes, 4096);  // cached now, in 4 KiB folios
   absl::StatusOr<MappedFile> f = MappedFile::Open(hot);
   ASSERT_TRUE(f.ok()) << f.status();
@@ -104,6 +111,32 @@ TEST(MappedFileTest, AFileJustWrittenGetsHugePagesWhereAColdFileDoes) {
   EXPECT_EQ(f->HugePageBytes(), bytes.size());
   EXPECT_TRUE(f->view() == bytes);
   std::filesystem::remove(hot);
+}
+
+// A file whose start is cached in 2 MiB folios but whose rest is in 4 KiB ones passes
+// Open's test of the first 2 MiB; RecacheSmallPages, after a pass, drops it, and the next
+// pass gets 2 MiB pages throughout.
+TEST(MappedFileTest, RecacheSmallPagesFixesAFilePartlyCachedSmall) {
+  SKIP_WITHOUT_LARGE_FOLIOS();
+  const std::string bytes = RandomBytes(8 * kMiB, 5);
+  const std::string path = WriteFile("partly", bytes, 4096);
+  {
+    const int fd = ::open(path.c_str(), O_RDONLY);
+    ASSERT_GE(fd, 0);
+    ASSERT_EQ(::fdatasync(fd), 0);
+    ASSERT_EQ(::posix_fadvise(fd, 0, 2 * kMiB, POSIX_FADV_DONTNEED), 0);  // the start only
+    ::close(fd);
+  }
+  absl::StatusOr<MappedFile> f = MappedFile::Open(path);
+  ASSERT_TRUE(f.ok()) << f.status();
+  EXPECT_GT(TouchAll(*f), 0u);
+  EXPECT_EQ(f->HugePageBytes(), 2 * kMiB);  // the start, dropped and re-read by Open
+  EXPECT_TRUE(f->RecacheSmallPages());
+  EXPECT_GT(TouchAll(*f), 0u);
+  EXPECT_EQ(f->HugePageBytes(), bytes.size());
+  EXPECT_TRUE(f->view() == bytes);
+  EXPECT_FALSE(f->RecacheSmallPages());  // checked once
+  std::filesystem::remove(path);
 }
 
 }  // namespace
