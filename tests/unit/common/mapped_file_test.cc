@@ -27,7 +27,9 @@ std::string RandomBytes(size_t n, uint32_t seed) {
 // folios no larger than a call, so 4 KiB calls leave a file cached in 4 KiB folios.
 std::string WriteFile(const std::string& name, const std::string& bytes,
                       size_t chunk = size_t{1} << 30) {
-  std::string path = ::testing::TempDir() + "/mapped_file_test_" + name;
+  // ctest runs each test in its own process, side by side: the pid keeps their files apart.
+  std::string path =
+      ::testing::TempDir() + "/mapped_file_test_" + std::to_string(::getpid()) + "_" + name;
   const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   EXPECT_GE(fd, 0) << path;
   for (size_t off = 0; off < bytes.size(); off += chunk) {
