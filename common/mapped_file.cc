@@ -76,35 +76,29 @@ absl::Status MapAligned(int fd, size_t size, void** out) {
   return absl::OkStatus();
 }
 
-// The smaps field (FilePmdMapped or AnonHugePages) of the mapping that starts at p: the
-// bytes of it that the kernel maps with 2 MiB entries. 0 where it cannot tell.
-size_t PmdMappedBytes(const void* p, std::string_view field) {
+// Bytes of the mapping that starts at p that the kernel maps with 2 MiB entries
+// (/proc/self/smaps: FilePmdMapped for a file map, AnonHugePages for anonymous memory);
+// 0 where it cannot tell.
+size_t PmdMappedBytes(const void* p) {
   std::ifstream smaps("/proc/self/smaps");
   const auto want = reinterpret_cast<uintptr_t>(p);
   std::string line;
   bool in_vma = false;
+  size_t bytes = 0;
   while (std::getline(smaps, line)) {
     unsigned long start = 0, end = 0;  // NOLINT(google-runtime-int): sscanf's %lx
     if (std::sscanf(line.c_str(), "%lx-%lx ", &start, &end) == 2) {
+      if (in_vma) break;  // past the mapping
       in_vma = start == want;
       continue;
     }
     size_t kb = 0;
-    if (in_vma && line.starts_with(field) &&
-        std::sscanf(line.c_str() + field.size(), "%zu", &kb) == 1) {
-      return kb << 10;
+    if (in_vma && (std::sscanf(line.c_str(), "FilePmdMapped: %zu kB", &kb) == 1 ||
+                   std::sscanf(line.c_str(), "AnonHugePages: %zu kB", &kb) == 1)) {
+      bytes += kb << 10;
     }
   }
-  return 0;
-}
-
-void PopulateRead(void* p, size_t n) {
-#ifdef MADV_POPULATE_READ
-  if (::madvise(p, n, MADV_POPULATE_READ) == 0) return;
-#endif
-  for (size_t off = 0; off < n; off += 4096) {
-    (void)*reinterpret_cast<const volatile char*>(static_cast<const char*>(p) + off);
-  }
+  return bytes;
 }
 
 // The page cache keeps a file at the folio sizes it was first cached with. A file just
@@ -117,13 +111,13 @@ void PopulateRead(void* p, size_t n) {
 // then the first test fails and nothing more is dropped. Returns whether the first 2 MiB
 // ended up on one 2 MiB page: whether this kernel can map this file so.
 bool PreferHugePages(int fd, void* p, size_t size) {
-  PopulateRead(p, kHugePage);
-  if (PmdMappedBytes(p, "FilePmdMapped:") > 0) return true;
+  PopulatePages(p, kHugePage);
+  if (PmdMappedBytes(p) > 0) return true;
   (void)::fdatasync(fd);                         // dirty pages cannot be dropped
   (void)::madvise(p, kHugePage, MADV_DONTNEED);  // our own mapping of them
   (void)::posix_fadvise(fd, 0, kHugePage, POSIX_FADV_DONTNEED);
-  PopulateRead(p, kHugePage);
-  if (PmdMappedBytes(p, "FilePmdMapped:") == 0) return false;
+  PopulatePages(p, kHugePage);
+  if (PmdMappedBytes(p) == 0) return false;
   (void)::madvise(p, size, MADV_DONTNEED);
   (void)::posix_fadvise(fd, 0, 0, POSIX_FADV_DONTNEED);
   return true;
@@ -204,11 +198,7 @@ absl::StatusOr<MappedFile> MappedFile::Open(const std::string& path, Backing bac
   return file;
 }
 
-size_t MappedFile::HugePageBytes() const {
-  if (map_ == nullptr) return 0;
-  // A file map's huge pages show as FilePmdMapped, an anonymous copy's as AnonHugePages.
-  return PmdMappedBytes(map_, "FilePmdMapped:") + PmdMappedBytes(map_, "AnonHugePages:");
-}
+size_t MappedFile::HugePageBytes() const { return map_ == nullptr ? 0 : PmdMappedBytes(map_); }
 
 bool MappedFile::RecacheSmallPages() {
   if (fd_ < 0) return false;
@@ -247,6 +237,21 @@ MappedFile& MappedFile::operator=(MappedFile&& other) noexcept {
 MappedFile::~MappedFile() {
   if (map_ != nullptr) ::munmap(map_, map_size_);
   if (fd_ >= 0) ::close(fd_);
+}
+
+void PopulatePages(const void* p, size_t n) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const char* bytes = static_cast<const char*>(p);
+#ifdef MADV_POPULATE_READ
+  // madvise wants a page-aligned start: step back to the page holding p.
+  const uintptr_t lead = reinterpret_cast<uintptr_t>(bytes) & (page - 1);
+  if (::madvise(const_cast<char*>(bytes - lead), n + lead, MADV_POPULATE_READ) == 0) return;
+#endif
+  unsigned char sink = 0;
+  for (size_t off = 0; off < n; off += page) {
+    sink ^= *reinterpret_cast<const volatile unsigned char*>(bytes + off);
+  }
+  (void)sink;
 }
 
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes) {

@@ -56,6 +56,11 @@ class MappedFile {
   int fd_ = -1;  // open while RecacheSmallPages may still drop the file's cache
 };
 
+// Maps the pages of [p, p + n) into this process. MADV_POPULATE_READ (Linux 5.14) does it
+// in one call, several times faster than faulting page by page; older kernels refuse it,
+// and then each page is read once.
+void PopulatePages(const void* p, size_t n);
+
 // Reads a whole file into a string; for small text files (configs, templates).
 absl::StatusOr<std::string> ReadFileToString(const std::string& path, size_t max_bytes);
 

@@ -1,8 +1,5 @@
 #include "model/model.h"
 
-#include <sys/mman.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
@@ -55,22 +52,6 @@ absl::StatusOr<std::string> ReadOptional(const fs::path& path, size_t max_bytes)
   return ReadFileToString(path.string(), max_bytes);
 }
 
-// Maps the pages of [p, p + n) into this process. MADV_POPULATE_READ (Linux 5.14) does it
-// in one call, several times faster than faulting page by page; older kernels refuse it,
-// and then each page is read once.
-void Populate(const char* p, uint64_t n, uintptr_t page) {
-#ifdef MADV_POPULATE_READ
-  // madvise wants a page-aligned start: step back to the page holding p.
-  const uintptr_t lead = reinterpret_cast<uintptr_t>(p) & (page - 1);
-  if (::madvise(const_cast<char*>(p - lead), n + lead, MADV_POPULATE_READ) == 0) return;
-#endif
-  unsigned char sink = 0;
-  for (uint64_t off = 0; off < n; off += page) {
-    sink ^= *reinterpret_cast<const volatile unsigned char*>(p + off);
-  }
-  (void)sink;
-}
-
 // Reads each page of the matrices once, so the first forward pass does not stall on
 // page faults, and reports progress every kPrefaultChunk bytes.
 void Prefault(const Weights& w, const OpenOptions& options) {
@@ -88,11 +69,10 @@ void Prefault(const Weights& w, const OpenOptions& options) {
   uint64_t total = 0;
   for (const auto& r : ranges) total += r.second;
   uint64_t done = 0, next_report = kPrefaultChunk;
-  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
   for (const auto& [p, n] : ranges) {
     for (uint64_t off = 0; off < n; off += kPrefaultChunk) {
       const uint64_t len = std::min(kPrefaultChunk, n - off);
-      Populate(p + off, len, page);
+      PopulatePages(p + off, len);
       done += len;
       if (options.progress && (done >= next_report || done == total)) {
         options.progress(done, total);
