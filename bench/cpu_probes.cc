@@ -168,7 +168,7 @@ void FillRandomWeights(cpu::DType dtype, int64_t cols, void* data, size_t bytes,
   }
 }
 
-double MeasureReadBandwidthGBs(ThreadPool* pool, size_t bytes, int reps) {
+ReadBandwidth MeasureReadBandwidth(ThreadPool* pool, size_t bytes, int reps) {
   constexpr size_t kPage = 4096;
   bytes = std::max<size_t>(bytes / kPage * kPage, kPage);
   auto buffer = AllocAligned(bytes);
@@ -179,16 +179,17 @@ double MeasureReadBandwidthGBs(ThreadPool* pool, size_t bytes, int reps) {
     for (int64_t p = p0; p < p1; ++p)
       std::memset(base + p * kPage, static_cast<int>(p & 0xff) | 1, kPage);
   });
-  // Timed in windows: on a shared machine the best window is the one least disturbed,
-  // and every window still reads memory last touched a whole buffer ago.
+  // Timed in windows, each reading memory last touched a whole buffer ago. Windows take
+  // turns at one, four and eight streams per thread.
+  constexpr int kStreams[] = {1, 4, 8};
+  constexpr int kPatterns = 3;
   const int64_t window_pages = std::min<int64_t>(pages, int64_t{kReadWindowBytes / kPage});
   std::atomic<uint64_t> sink{0};
-  double best = 0;
+  std::vector<double> windows[kPatterns];
   for (int rep = 0; rep < std::max(reps, 1); ++rep) {
     for (int64_t w0 = 0; w0 + window_pages <= pages; w0 += window_pages) {
-      // Windows take turns at one, four and eight streams per thread.
-      constexpr int kStreams[] = {1, 4, 8};
-      const int streams = kStreams[(w0 / window_pages) % 3];
+      const int pattern = static_cast<int>((w0 / window_pages) % kPatterns);
+      const int streams = kStreams[pattern];
       const uint8_t* window = base + w0 * kPage;
       const auto start = Clock::now();
       pool->ParallelFor(window_pages, 1, [window, streams, &sink](int64_t p0, int64_t p1) {
@@ -196,11 +197,19 @@ double MeasureReadBandwidthGBs(ThreadPool* pool, size_t bytes, int reps) {
                        std::memory_order_relaxed);
       });
       const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      best = std::max(best, static_cast<double>(window_pages * kPage) / seconds / 1e9);
+      windows[pattern].push_back(static_cast<double>(window_pages * kPage) / seconds / 1e9);
     }
   }
   BATON_CHECK(sink.load() != 1);  // keep the sums alive
-  return best;
+  ReadBandwidth result;
+  for (std::vector<double>& w : windows) {
+    if (w.empty()) continue;
+    std::sort(w.begin(), w.end());
+    result.peak_gbs = std::max(result.peak_gbs, w.back());
+    // The median window (the upper one of an even count): what the pattern sustains.
+    result.sustained_gbs = std::max(result.sustained_gbs, w[w.size() / 2]);
+  }
+  return result;
 }
 
 double MeasureGemmGflops(ThreadPool* pool, cpu::DType dtype, int64_t m, int64_t n, int64_t k,

@@ -12,10 +12,17 @@ namespace baton::bench {
 // Streaming-read bandwidth in GB/s (10^9 bytes): the pool threads sum a `bytes` buffer
 // (far larger than the last-level cache, e.g. 1 GiB) with the widest vector loads the CPU
 // has, each thread a contiguous share of one 64 MiB window at a time, read as one stream
-// or as four or eight side by side (windows take turns); the result is the best window
-// over `reps` passes. This is the bound a memory-bound decode step is
-// measured against.
-double MeasureReadBandwidthGBs(ThreadPool* pool, size_t bytes, int reps);
+// or as four or eight side by side (windows take turns), over `reps` passes.
+struct ReadBandwidth {
+  // The best single window: the machine at its least disturbed, for a millisecond or so.
+  double peak_gbs = 0;
+  // The median window of the best of the three patterns. Not a bound: on a shared
+  // machine it is 10-15 % below the peak, and a decode repetition that lasts a second or
+  // more often reads faster than it. It shows how much of the gap between a long run and
+  // the peak is the machine's own noise.
+  double sustained_gbs = 0;
+};
+ReadBandwidth MeasureReadBandwidth(ThreadPool* pool, size_t bytes, int reps);
 
 // Throughput of cpu::MatMul itself in GFLOP/s (2*m*n*k per call) on random data of the
 // given weight type, best of `reps` calls after one warm-up; the "GEMM probe" prefill is

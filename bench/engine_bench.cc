@@ -24,6 +24,8 @@
 #include "common/thread_pool.h"
 #include "engine/kv_pool.h"
 #include "engine/model_runner.h"
+#include "engine/sampler.h"
+#include "engine/sampling_params.h"
 #include "kernels/cpu/matmul.h"
 #include "model/model.h"
 
@@ -84,7 +86,7 @@ struct Probes {
   ThreadPool* threads;
   int reps;
   double Bandwidth() const {
-    return bench::MeasureReadBandwidthGBs(threads, size_t{1} << 30, reps);
+    return bench::MeasureReadBandwidth(threads, size_t{1} << 30, reps).peak_gbs;
   }
   double Gemm() const {
     return bench::MeasureGemmGflops(threads, cpu::DType::kBF16, 512, 2048, 2048, reps);
@@ -167,14 +169,18 @@ Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& pr
   double best_decode = 1e30;
   const double mean_context = prompt_tokens + decode_tokens / 2.0;
   res.decode_bytes = static_cast<double>(cost.weight_bytes) + kv_bytes_per_pos * mean_context;
+  // Greedy through the engine's own sampler, which a served decode step also runs.
+  engine::SamplingParams greedy;
+  greedy.temperature = 0;
   for (int r = 0; r < reps; ++r) {
     tokens.resize(prompt_tokens);
+    engine::SequenceSampler sampler(greedy, prompt, 0);
     const double bandwidth = probes.Bandwidth();
     res.bandwidth.push_back(bandwidth);
     const auto t0 = Clock::now();
     for (int i = 0; i < decode_tokens; ++i) {
-      const int32_t next = static_cast<int32_t>(
-          std::max_element(out.logits.begin(), out.logits.end()) - out.logits.begin());
+      const int32_t next = sampler.Sample(out.logits).id;
+      sampler.Accept(next);
       tokens.push_back(next);
       const engine::SequenceInput in{std::span(tokens).last(1),
                                      static_cast<int64_t>(tokens.size()) - 1, blocks,
