@@ -11,6 +11,7 @@
 //   engine_bench --model models/baton-tiny --model build/bench-models/smollm2-135m
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -74,20 +75,22 @@ struct Result {
   double huge_page_share = 0;  // of the weight bytes, on 2 MiB pages
   int prompt_tokens = 0;
   double decode_tok_s = 0;                       // best repetition
-  double decode_bytes = 0;                       // read per decode step: matrices + mean KV cache
   double prefill_tok_s = 0, prefill_gflops = 0;  // best repetition
-  // Each repetition against the probe run just before it: the machine's bandwidth drifts
-  // over the minutes a run takes, so one probe for all models misjudges some of them.
-  std::vector<double> decode_share, prefill_share;  // of the bound, of the GEMM probe
-  std::vector<double> bandwidth, gemm;              // the probes, GB/s and GFLOP/s
+  // Decode: each step against a read of its own bytes timed right after it (so over the
+  // same span and under the same neighbours), and each repetition against the best window
+  // of the probe run before it. Prefill: each repetition against the GEMM probe run just
+  // before it. The machine's bandwidth drifts over the minutes a run takes, so one probe
+  // for all models misjudges some of them.
+  std::vector<double> decode_share;       // per step: read time of its bytes / step time
+  std::vector<double> decode_peak_share;  // per repetition: of the peak-window bound
+  std::vector<double> prefill_share;      // per repetition: of the GEMM probe
+  std::vector<double> bandwidth, gemm;    // paired reads (GB/s), GEMM probes (GFLOP/s)
 };
 
 struct Probes {
   ThreadPool* threads;
   int reps;
-  double Bandwidth() const {
-    return bench::MeasureReadBandwidth(threads, size_t{1} << 30, reps).peak_gbs;
-  }
+  bench::ReadProbe* read;
   double Gemm() const {
     return bench::MeasureGemmGflops(threads, cpu::DType::kBF16, 512, 2048, 2048, reps);
   }
@@ -167,18 +170,16 @@ Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& pr
   // Decode after the prompt: each step reads every matrix once and the KV cache so far.
   std::vector<int32_t> tokens = prompt;
   double best_decode = 1e30;
-  const double mean_context = prompt_tokens + decode_tokens / 2.0;
-  res.decode_bytes = static_cast<double>(cost.weight_bytes) + kv_bytes_per_pos * mean_context;
   // Greedy through the engine's own sampler, which a served decode step also runs.
   engine::SamplingParams greedy;
   greedy.temperature = 0;
   for (int r = 0; r < reps; ++r) {
     tokens.resize(prompt_tokens);
     engine::SequenceSampler sampler(greedy, prompt, 0);
-    const double bandwidth = probes.Bandwidth();
-    res.bandwidth.push_back(bandwidth);
-    const auto t0 = Clock::now();
+    const bench::ReadBandwidth read = probes.read->Measure(probes.reps);
+    double seconds = 0, bytes = 0;
     for (int i = 0; i < decode_tokens; ++i) {
+      const auto t0 = Clock::now();
       const int32_t next = sampler.Sample(out.logits).id;
       sampler.Accept(next);
       tokens.push_back(next);
@@ -186,10 +187,18 @@ Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& pr
                                      static_cast<int64_t>(tokens.size()) - 1, blocks,
                                      engine::LogitsWanted::kLast};
       Check(runner.Forward(std::span(&in, 1), &out));
+      const double step = Since(t0);
+      // Every matrix, the LM head included, and the KV cache of every position so far.
+      const double step_bytes = static_cast<double>(cost.weight_bytes) +
+                                kv_bytes_per_pos * static_cast<double>(tokens.size());
+      const double read_seconds = probes.read->TimeRead(step_bytes, read.pattern);
+      res.decode_share.push_back(read_seconds / step);
+      res.bandwidth.push_back(step_bytes / read_seconds / 1e9);
+      seconds += step;
+      bytes += step_bytes;
     }
-    const double step = Since(t0) / decode_tokens;
-    best_decode = std::min(best_decode, step);
-    res.decode_share.push_back(res.decode_bytes / step / (bandwidth * 1e9));
+    best_decode = std::min(best_decode, seconds / decode_tokens);
+    res.decode_peak_share.push_back(bytes / seconds / (read.peak_gbs * 1e9));
   }
 
   res.name = cfg.name.empty() ? path : cfg.name;
@@ -232,7 +241,8 @@ int main(int argc, char** argv) {
   baton::ThreadPool pool(threads);
   std::printf("engine_bench: %d threads, %s kernels, weights %s\n", pool.num_threads(),
               baton::cpu::ActiveIsa(), no_mmap ? "copied (--no-mmap)" : "memory-mapped");
-  const baton::Probes probes{&pool, quick ? 1 : 3};
+  baton::bench::ReadProbe read_probe(&pool, size_t{1} << 30);
+  const baton::Probes probes{&pool, quick ? 1 : 3, &read_probe};
   std::vector<baton::Result> results;
   results.reserve(models.size());
   for (const std::string& path : models) {
@@ -241,23 +251,30 @@ int main(int argc, char** argv) {
   }
   using baton::Median;
   std::printf(
-      "each repetition is divided by a probe run just before it (streaming read on all threads;\n"
-      "bf16 GEMM 512x2048x2048); %% columns: median of the repetitions [lowest-highest];\n"
-      "2MiB: share of the weights on 2 MiB pages\n");
-  std::printf("%-16s %-5s %5s %12s %6s %20s %6s %11s %7s %20s\n", "model", "dtype", "2MiB",
-              "decode tok/s", "GB/s", "% bound", "prompt", "prefill t/s", "GFLOP/s", "% GEMM");
+      "%% bound: each decode step against a streaming read of the same bytes (all threads, 2 MiB\n"
+      "pages) timed right after it: median of the steps [10th-90th percentile]; GB/s: those\n"
+      "reads. %% peak: each repetition against the best 64 MiB window of a probe run before it,\n"
+      "median. %% GEMM: each prefill against a bf16 GEMM 512x2048x2048 run before it, median\n"
+      "[lowest-highest]. 2MiB: share of the weights on 2 MiB pages\n");
+  std::printf("%-16s %-5s %5s %12s %6s %20s %7s %6s %11s %7s %20s\n", "model", "dtype", "2MiB",
+              "decode tok/s", "GB/s", "% bound", "% peak", "prompt", "prefill t/s", "GFLOP/s",
+              "% GEMM");
   for (auto& r : results) {
-    auto range = [](const std::vector<double>& v) {
+    auto range = [](std::vector<double> v, double lo, double hi) {
+      std::sort(v.begin(), v.end());
+      const auto at = [&v](double q) {
+        return v[static_cast<size_t>(std::lround(q * static_cast<double>(v.size() - 1)))];
+      };
       char buf[64];
-      std::snprintf(buf, sizeof buf, "%5.1f%% [%.1f-%.1f]", 100.0 * Median(v),
-                    100.0 * *std::min_element(v.begin(), v.end()),
-                    100.0 * *std::max_element(v.begin(), v.end()));
+      std::snprintf(buf, sizeof buf, "%5.1f%% [%.1f-%.1f]", 100.0 * Median(v), 100.0 * at(lo),
+                    100.0 * at(hi));
       return std::string(buf);
     };
-    std::printf("%-16s %-5s %4.0f%% %12.1f %6.1f %20s %6d %11.1f %7.0f %20s\n", r.name.c_str(),
-                r.dtype.c_str(), 100.0 * r.huge_page_share, r.decode_tok_s, Median(r.bandwidth),
-                range(r.decode_share).c_str(), r.prompt_tokens, r.prefill_tok_s, Median(r.gemm),
-                range(r.prefill_share).c_str());
+    std::printf("%-16s %-5s %4.0f%% %12.1f %6.1f %20s %6.1f%% %6d %11.1f %7.0f %20s\n",
+                r.name.c_str(), r.dtype.c_str(), 100.0 * r.huge_page_share, r.decode_tok_s,
+                Median(r.bandwidth), range(r.decode_share, 0.1, 0.9).c_str(),
+                100.0 * Median(r.decode_peak_share), r.prompt_tokens, r.prefill_tok_s,
+                Median(r.gemm), range(r.prefill_share, 0, 1).c_str());
   }
   return 0;
 }

@@ -51,10 +51,6 @@ constexpr Shape kShapes[] = {
 
 constexpr size_t kWindowBytes = size_t{32} << 20;
 
-struct FreeDeleter {
-  void operator()(void* p) const { std::free(p); }
-};
-
 double Seconds(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
@@ -124,8 +120,8 @@ int Main(int argc, char** argv) {
       arena_bytes = std::max(arena_bytes, baton::cpu::RowBytes(ParseDType(name), s.k) * s.n);
     }
   }
-  std::unique_ptr<uint8_t[], FreeDeleter> arena(
-      static_cast<uint8_t*>(std::aligned_alloc(64, (arena_bytes + 63) / 64 * 64)));
+  // On 2 MiB pages, like the engine's weights and the read probe.
+  const baton::bench::HugePageBuffer arena = baton::bench::AllocHugePages(arena_bytes);
   std::vector<float> x(512 * 8192);
   for (size_t i = 0; i < x.size(); ++i) {
     x[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
