@@ -12,7 +12,7 @@ namespace baton::bench {
 
 // Anonymous memory at a 2 MiB boundary, advised MADV_HUGEPAGE: on 2 MiB pages where the
 // kernel allows, like the weights the engine maps or copies (common/mapped_file.h). Reads
-// from 4 KiB pages were 5-25 % slower on this VM, so a probe on them understates the bound.
+// from 4 KiB pages were 6-27 % slower on this VM, so a probe on them understates the bound.
 struct HugePageDeleter {
   void* map = nullptr;
   size_t map_bytes = 0;
@@ -42,7 +42,7 @@ class ReadProbe {
  public:
   ReadProbe(ThreadPool* pool, size_t bytes);
 
-  // `passes` over the buffer in windows that take turns at the three patterns.
+  // `passes` over the buffer in windows that take turns at the four patterns.
   ReadBandwidth Measure(int passes);
   // Seconds to read `bytes` in `pattern` (ReadBandwidth::pattern), in 64 MiB windows, going on
   // from where the last read stopped (round the buffer), so every byte read was last

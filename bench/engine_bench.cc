@@ -1,12 +1,11 @@
 // The CPU engine's speed against this machine's own limits, measured in the same run:
-//   decode (batch 1): bytes each token must read (every weight matrix plus the KV cache)
-//     over the measured streaming-read bandwidth gives a bound; we report the share of it
-//     that we reach.
+//   decode (batch 1): each step is followed by a streaming read of the bytes it had to
+//     read (every weight matrix plus the KV cache so far); the read's time over the
+//     step's is the share of the bound reached, reported as the median over the steps.
+//     Beside it, each repetition against the best window of a probe run before it.
 //   prefill (one 512-token prompt): the forward's FLOPs per second over the GEMM probe
-//     (the matmul kernel alone on a large problem).
-// Absolute times on a shared machine mean little; these ratios are the figures. Each
-// repetition is divided by a probe run just before it, and the median is reported with
-// the range.
+//     (the matmul kernel alone on a large problem), run before each repetition.
+// Absolute times on a shared machine mean little; these ratios are the figures.
 //
 //   engine_bench --model models/baton-tiny --model build/bench-models/smollm2-135m
 #include <algorithm>
