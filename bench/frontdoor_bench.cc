@@ -1,7 +1,9 @@
 // The front door's own cost (docs/perf/frontdoor.md): a stub worker that emits tokens
 // without computing them, the real router (router::RouterServer) in front of it, and
-// clients over HTTP SSE and baton.v1 gRPC, all in one process so that one steady clock
-// times the stub's write of each token event and the client's read of it.
+// clients over HTTP SSE and baton.v1 gRPC. By default the stub and the router each run in
+// a process of their own, as they are deployed, and the clients in this one; the stub
+// writes when it sent each event into shared memory (StampTable), and the host's steady
+// clock times both ends. --layout single runs all three in one process.
 //
 //   overhead: the stub writes one token every --interval-ms; per event, added latency =
 //             client read time - stub write time, for the router paths and for a client
@@ -13,7 +15,7 @@
 //
 // Every event is checked (count, order, token, text, final event); any loss or error
 // makes the exit status 1.
-#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -22,15 +24,19 @@
 #include <fstream>
 #include <latch>
 #include <map>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
+#include "bench/child_process.h"
 #include "bench/frontdoor_clients.h"
+#include "bench/frontdoor_stamps.h"
 #include "bench/frontdoor_stub.h"
 #include "common/status.h"
+#include "common/stop_signals.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
 #include "router/router_server.h"
@@ -64,6 +70,12 @@ struct Flags {
   bool aligned = false;
   int rounds = 1;  // overhead phases repeated, so that the target uses a median
   int grpc_threads = router::RouterOptions().grpc_generate_threads;
+  std::string layout = "processes";
+  // A child's part (--layout processes), set by the parent process:
+  std::string role;  // "stub" or "router"
+  int ready_fd = -1;
+  int stamps_fd = -1;
+  std::string worker;  // the router's worker address
 };
 
 struct LatencyStats {
@@ -80,29 +92,49 @@ struct Phase {
   int64_t requests = 0;
   int64_t events = 0;
   double wall_s = 0;
-  double cpu_s = 0;  // the whole process: stub, router and clients
+  double cpu_s = 0;          // all processes: stub, router and clients
+  double router_cpu_s = -1;  // the router's process alone; -1 with --layout single
   int64_t switches = 0;
   LatencyStats latency;
   std::vector<std::string> errors;  // the first few
 
   double events_per_s() const { return wall_s > 0 ? events / wall_s : 0; }
   double cpu_us_per_event() const { return events > 0 ? 1e6 * cpu_s / events : 0; }
+  double router_cpu_us_per_event() const {
+    return events > 0 && router_cpu_s >= 0 ? 1e6 * router_cpu_s / events : -1;
+  }
   double switches_per_event() const {
     return events > 0 ? static_cast<double>(switches) / static_cast<double>(events) : 0;
   }
   double cores_busy() const { return wall_s > 0 ? cpu_s / wall_s : 0; }
 };
 
-struct Usage {
-  double cpu_s = 0;
-  int64_t switches = 0;  // context switches, voluntary or not: mostly thread hand-offs
+// Where the stub and the router listen, and the processes they run in (none with
+// --layout single: theirs is this process's usage).
+struct Servers {
+  int stub_port = 0;
+  int http_port = 0;
+  int grpc_port = 0;
+  ChildProcess* stub_process = nullptr;
+  ChildProcess* router_process = nullptr;
 };
 
-Usage ProcessUsage() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  auto s = [](const timeval& t) { return t.tv_sec + t.tv_usec / 1e6; };
-  return {s(u.ru_utime) + s(u.ru_stime), u.ru_nvcsw + u.ru_nivcsw};
+struct Usages {
+  CpuUsage all;
+  double router_cpu_s = -1;
+};
+
+Usages TakeUsages(const Servers& servers) {
+  Usages u;
+  u.all = SelfUsage();
+  for (ChildProcess* c : {servers.stub_process, servers.router_process}) {
+    if (c == nullptr) continue;
+    const CpuUsage cu = c->Usage();
+    u.all.cpu_s += cu.cpu_s;
+    u.all.switches += cu.switches;
+    if (c == servers.router_process) u.router_cpu_s = cu.cpu_s;
+  }
+  return u;
 }
 
 std::string LoadAverage() {
@@ -163,27 +195,33 @@ absl::StatusOr<ExpectedStream> ChooseTokens(std::shared_ptr<const tokenizer::Tok
 
 class Bench {
  public:
-  Bench(const Flags& flags, StubWorker* stub, router::RouterServer* router,
+  Bench(const Flags& flags, const Servers& servers, StampTable* table,
         const ExpectedStream* expected)
-      : flags_(flags), stub_(stub), router_(router), expected_(expected) {}
+      : flags_(flags), servers_(servers), table_(table), expected_(expected) {}
 
   Phase Run(Path path, int streams, bool ceiling) {
     Phase p;
     p.path = path;
     p.streams = streams;
     p.ceiling = ceiling;
-    stub_->set_aligned(flags_.aligned);
-    stub_->set_interval(
+    table_->Reset();
+    table_->set_aligned(flags_.aligned);
+    table_->set_interval(
         ceiling ? std::chrono::microseconds(0)
                 : std::chrono::microseconds(static_cast<int64_t>(flags_.interval_ms * 1000)));
-    const int port = path == Path::kDirect ? stub_->port()
-                     : path == Path::kHttp ? router_->http_port()
-                                           : router_->grpc_port();
+    const int port = path == Path::kDirect ? servers_.stub_port
+                     : path == Path::kHttp ? servers_.http_port
+                                           : servers_.grpc_port;
     const std::string tag = StrCat("p", ++phase_count_);
     struct Stream {
       // Kept until the figures are taken, so that tearing down connections is not counted.
       std::unique_ptr<StreamClient> client;
-      std::vector<std::pair<std::string, std::vector<Clock::time_point>>> requests;
+      struct Request {
+        std::string id;
+        int64_t slot = -1;  // where the stub records its writes; -1: nowhere (ceiling)
+        std::vector<Clock::time_point> received;
+      };
+      std::vector<Request> requests;
       int64_t calls = 0;  // warm-up included: what the stub will have seen end
       std::vector<std::string> errors;
     };
@@ -215,8 +253,12 @@ class Bench {
             std::chrono::microseconds(static_cast<int64_t>(flags_.ceiling_seconds * 1e6));
         for (int k = 0;; ++k) {
           if (ceiling ? (k > 0 && Clock::now() >= deadline) : k >= flags_.requests) break;
-          st.requests.emplace_back(StrCat(tag, "-s", s, "-r", k), std::vector<Clock::time_point>());
-          auto& [id, received] = st.requests.back();
+          auto& [id, slot, received] = st.requests.emplace_back();
+          id = StrCat(tag, "-s", s, "-r", k);
+          if (!ceiling) {
+            slot = int64_t{s} * flags_.requests + k;
+            id = StrCat(id, "#", slot);
+          }
           received.reserve(static_cast<size_t>(flags_.tokens));
           ++st.calls;
           absl::Status r = st.client->Run(id, flags_.tokens, &received);
@@ -228,41 +270,42 @@ class Bench {
       });
     }
     ready.arrive_and_wait();
-    const Usage usage0 = ProcessUsage();
+    const Usages usage0 = TakeUsages(servers_);
     const Clock::time_point t0 = Clock::now();
     go.count_down();
     for (std::thread& t : threads) t.join();
     p.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    const Usage usage1 = ProcessUsage();
-    p.cpu_s = usage1.cpu_s - usage0.cpu_s;
-    p.switches = usage1.switches - usage0.switches;
+    const Usages usage1 = TakeUsages(servers_);
+    p.cpu_s = usage1.all.cpu_s - usage0.all.cpu_s;
+    p.switches = usage1.all.switches - usage0.all.switches;
+    if (usage0.router_cpu_s >= 0) p.router_cpu_s = usage1.router_cpu_s - usage0.router_cpu_s;
 
     int64_t calls = 0;
     for (const Stream& st : out) {
       calls += st.calls;
       for (const std::string& e : st.errors) AddError(p, e);
     }
-    absl::Status waited = stub_->WaitForRequests(calls, absl::Seconds(10));
+    absl::Status waited = table_->WaitForCalls(calls, absl::Seconds(10));
     if (!waited.ok()) AddError(p, std::string(waited.message()));
-    auto writes = stub_->TakeAll();
     std::vector<double> added_us;
     for (const Stream& st : out) {
-      for (const auto& [id, received] : st.requests) {
+      for (const auto& [id, slot, received] : st.requests) {
         ++p.requests;
         p.events += static_cast<int64_t>(received.size());
-        auto it = writes.find(id);
-        if (it == writes.end()) {
+        if (slot < 0) continue;
+        const std::vector<Clock::time_point> written = table_->Stamps(slot);
+        if (written.empty()) {
           AddError(p, StrCat("the stub has no record of request ", id));
           continue;
         }
-        if (it->second.size() != received.size()) {
-          AddError(p, StrCat("request ", id, ": the stub wrote ", it->second.size(),
+        if (written.size() != received.size()) {
+          AddError(p, StrCat("request ", id, ": the stub wrote ", written.size(),
                              " events, the client read ", received.size()));
           continue;
         }
         for (size_t i = 0; i < received.size(); ++i) {
           added_us.push_back(
-              std::chrono::duration<double, std::micro>(received[i] - it->second[i]).count());
+              std::chrono::duration<double, std::micro>(received[i] - written[i]).count());
         }
       }
     }
@@ -276,8 +319,8 @@ class Bench {
   }
 
   const Flags& flags_;
-  StubWorker* stub_;
-  router::RouterServer* router_;
+  Servers servers_;
+  StampTable* table_;
   const ExpectedStream* expected_;
   int phase_count_ = 0;
 };
@@ -292,13 +335,22 @@ const Phase* Find(const std::vector<Phase>& phases, Path path, int streams, bool
   return nullptr;
 }
 
+std::string RouterCpu(const Phase& p) {
+  const double us = p.router_cpu_us_per_event();
+  if (us < 0) return "-";
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.1f", us);
+  return buf;
+}
+
 void PrintOverhead(const Flags& f, const std::vector<Phase>& phases) {
   std::printf(
       "\noverhead: the stub writes one token every %.3g ms%s; added latency = client read - "
       "stub write (us)\n",
       f.interval_ms, f.aligned ? ", all streams on the same tick" : " per stream");
-  std::printf("%-7s %7s %8s %9s %8s %8s %8s %9s %10s %6s %6s %6s\n", "path", "streams", "events",
-              "offered/s", "p50", "p99", "mean", "max", "cpu us/ev", "csw/ev", "cores", "load");
+  std::printf("%-7s %7s %8s %9s %8s %8s %8s %9s %10s %9s %6s %6s %6s\n", "path", "streams",
+              "events", "offered/s", "p50", "p99", "mean", "max", "cpu us/ev", "router/ev",
+              "csw/ev", "cores", "load");
   for (const Phase& p : phases) {
     if (p.ceiling) continue;
     const double offered = p.streams * 1000.0 / f.interval_ms;
@@ -309,14 +361,15 @@ void PrintOverhead(const Flags& f, const std::vector<Phase>& phases) {
             : "-";
     const std::string name =
         f.rounds > 1 ? StrCat(PathName(p.path), "#", p.round + 1) : std::string(PathName(p.path));
-    std::printf("%-7s %7d %8lld %9.0f %8.0f %8.0f %8.0f %9.0f %10.1f %6.1f %6.2f %6s\n",
+    std::printf("%-7s %7d %8lld %9.0f %8.0f %8.0f %8.0f %9.0f %10.1f %9s %6.1f %6.2f %6s\n",
                 name.c_str(), p.streams, static_cast<long long>(p.events), offered,
                 p.latency.p50_us, p.latency.p99_us, p.latency.mean_us, p.latency.max_us,
-                p.cpu_us_per_event(), p.switches_per_event(), p.cores_busy(), load.c_str());
+                p.cpu_us_per_event(), RouterCpu(p).c_str(), p.switches_per_event(), p.cores_busy(),
+                load.c_str());
   }
   std::printf(
-      "(load: offered events/s as a share of the same path's ceiling at that stream "
-      "count, when measured)\n");
+      "(cpu us/ev: all processes; router/ev: the router's process alone. load: offered "
+      "events/s as a share of the same path's ceiling at that stream count, when measured)\n");
   std::printf("router share = path - direct (us):\n");
   for (const Phase& p : phases) {
     if (p.ceiling || p.path == Path::kDirect) continue;
@@ -333,8 +386,8 @@ void PrintOverhead(const Flags& f, const std::vector<Phase>& phases) {
 
 void PrintCeiling(const std::vector<Phase>& phases) {
   std::printf("\nceiling: the stub writes as fast as gRPC takes; content events read per second\n");
-  std::printf("%-7s %7s %9s %10s %9s %10s %6s %6s\n", "path", "streams", "events", "tokens/s",
-              "vs direct", "cpu us/ev", "csw/ev", "cores");
+  std::printf("%-7s %7s %9s %10s %9s %10s %9s %6s %6s\n", "path", "streams", "events", "tokens/s",
+              "vs direct", "cpu us/ev", "router/ev", "csw/ev", "cores");
   for (const Phase& p : phases) {
     if (!p.ceiling) continue;
     const Phase* d = Find(phases, Path::kDirect, p.streams, true);
@@ -342,10 +395,10 @@ void PrintCeiling(const std::vector<Phase>& phases) {
     if (d != nullptr && d->events_per_s() > 0) {
       std::snprintf(ratio, sizeof(ratio), "%.2f", p.events_per_s() / d->events_per_s());
     }
-    std::printf("%-7s %7d %9lld %10.0f %9s %10.1f %6.1f %6.2f\n",
+    std::printf("%-7s %7d %9lld %10.0f %9s %10.1f %9s %6.1f %6.2f\n",
                 std::string(PathName(p.path)).c_str(), p.streams, static_cast<long long>(p.events),
-                p.events_per_s(), ratio, p.cpu_us_per_event(), p.switches_per_event(),
-                p.cores_busy());
+                p.events_per_s(), ratio, p.cpu_us_per_event(), RouterCpu(p).c_str(),
+                p.switches_per_event(), p.cores_busy());
   }
 }
 
@@ -401,6 +454,7 @@ nlohmann::json ToJson(const Phase& p) {
           {"cpu_s", p.cpu_s},
           {"events_per_s", p.events_per_s()},
           {"cpu_us_per_event", p.cpu_us_per_event()},
+          {"router_cpu_us_per_event", p.router_cpu_us_per_event()},
           {"context_switches_per_event", p.switches_per_event()},
           {"added_us",
            {{"p50", p.latency.p50_us},
@@ -408,6 +462,80 @@ nlohmann::json ToJson(const Phase& p) {
             {"mean", p.latency.mean_us},
             {"max", p.latency.max_us}}},
           {"errors", p.errors}};
+}
+
+router::RouterOptions RouterOptionsFor(const Flags& f, const std::string& worker) {
+  router::RouterOptions options;
+  options.worker = worker;
+  options.tokenizer = f.model_dir;
+  options.http_port = 0;
+  options.grpc_port = 0;
+  options.grpc_generate_threads = f.grpc_threads;
+  options.worker_wait = absl::Seconds(10);
+  return options;
+}
+
+int Fail(const absl::Status& s) {
+  std::fprintf(stderr, "frontdoor_bench: %s\n", std::string(s.message()).c_str());
+  return 2;
+}
+
+// The stub's part, its words chosen as the parent chooses them.
+absl::StatusOr<std::unique_ptr<StubWorker>> StartStub(const Flags& f,
+                                                      const tokenizer::TokenizerFiles& files,
+                                                      StampTable* table) {
+  std::vector<int32_t> words;
+  BATON_RETURN_IF_ERROR(ChooseTokens(files.tokenizer, f.tokens, &words).status());
+  return StubWorker::Start(words, std::max<int64_t>(4096, f.tokens + 64),
+                           files.tokenizer->vocab_size(), table);
+}
+
+// A child process's part (--role): serves until SIGTERM, having written where it listens
+// on --ready-fd.
+int RunChild(const Flags& f) {
+  BlockStopSignals();  // before any thread starts, so that all of them inherit the mask
+  std::unique_ptr<StampTable> table;
+  std::unique_ptr<StubWorker> stub;
+  std::unique_ptr<router::RouterServer> router;
+  std::string ready;
+  if (f.role == "stub") {
+    absl::StatusOr<std::unique_ptr<StampTable>> attached = StampTable::Attach(f.stamps_fd);
+    if (!attached.ok()) return Fail(attached.status());
+    table = *std::move(attached);
+    absl::StatusOr<tokenizer::TokenizerFiles> files = tokenizer::LoadTokenizerFiles(f.model_dir);
+    if (!files.ok()) return Fail(files.status());
+    absl::StatusOr<std::unique_ptr<StubWorker>> started = StartStub(f, *files, table.get());
+    if (!started.ok()) return Fail(started.status());
+    stub = *std::move(started);
+    ready = StrCat(stub->port());
+  } else {
+    absl::StatusOr<std::unique_ptr<router::RouterServer>> started =
+        router::RouterServer::Start(RouterOptionsFor(f, f.worker));
+    if (!started.ok()) return Fail(started.status());
+    router = *std::move(started);
+    ready = StrCat(router->http_port(), " ", router->grpc_port());
+  }
+  ready += "\n";
+  if (write(f.ready_fd, ready.data(), ready.size()) != static_cast<ssize_t>(ready.size())) {
+    return Fail(absl::InternalError(StrCat("cannot write to --ready-fd ", f.ready_fd)));
+  }
+  close(f.ready_fd);
+  WaitForStopSignal();
+  if (router != nullptr) router->Shutdown(absl::ZeroDuration());
+  if (stub != nullptr) stub->Shutdown();
+  return 0;
+}
+
+// Numbers separated by spaces, as a child writes its ports.
+absl::StatusOr<std::vector<int>> ParsePorts(const std::string& line, size_t count) {
+  std::vector<int> ports;
+  std::istringstream in(line);
+  int port = 0;
+  while (in >> port) ports.push_back(port);
+  if (ports.size() != count || !in.eof()) {
+    return absl::InternalError(StrCat("a child process said '", line, "', not ", count, " ports"));
+  }
+  return ports;
 }
 
 int Main(int argc, char** argv) {
@@ -461,6 +589,16 @@ int Main(int argc, char** argv) {
   app.add_option("--grpc-threads", f.grpc_threads, "the router's gRPC Generate threads")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
+  app.add_option("--layout", f.layout,
+                 "processes: the stub worker and the router each in a process of their own, "
+                 "as deployed; single: everything in this process")
+      ->check(CLI::IsMember({"processes", "single"}))
+      ->capture_default_str();
+  // Set by the parent on the processes it starts; hidden from --help.
+  app.add_option("--role", f.role)->check(CLI::IsMember({"stub", "router"}))->group("");
+  app.add_option("--ready-fd", f.ready_fd)->group("");
+  app.add_option("--stamps-fd", f.stamps_fd)->group("");
+  app.add_option("--worker", f.worker)->group("");
   app.add_flag("--aligned", f.aligned,
                "overhead mode: every stream's token at the same tick, as a batching engine "
                "emits a step's tokens together (default: each stream on its own clock)");
@@ -468,35 +606,63 @@ int Main(int argc, char** argv) {
                "diagnosis: the HTTP clients re-arm TCP_QUICKACK after every read, so that a "
                "server without TCP_NODELAY is not held up by delayed ACKs");
   CLI11_PARSE(app, argc, argv);
+  if (!f.role.empty()) return RunChild(f);
 
-  auto fail = [](const absl::Status& s) {
-    std::fprintf(stderr, "frontdoor_bench: %s\n", std::string(s.message()).c_str());
-    return 2;
-  };
   absl::StatusOr<tokenizer::TokenizerFiles> files = tokenizer::LoadTokenizerFiles(f.model_dir);
-  if (!files.ok()) return fail(files.status());
+  if (!files.ok()) return Fail(files.status());
   std::vector<int32_t> words;
   absl::StatusOr<ExpectedStream> expected = ChooseTokens(files->tokenizer, f.tokens, &words);
-  if (!expected.ok()) return fail(expected.status());
-  absl::StatusOr<std::unique_ptr<StubWorker>> stub = StubWorker::Start(
-      words, std::max<int64_t>(4096, f.tokens + 64), files->tokenizer->vocab_size());
-  if (!stub.ok()) return fail(stub.status());
-  router::RouterOptions options;
-  options.worker = (*stub)->address();
-  options.tokenizer = f.model_dir;
-  options.http_port = 0;
-  options.grpc_port = 0;
-  options.grpc_generate_threads = f.grpc_threads;
-  options.worker_wait = absl::Seconds(10);
-  absl::StatusOr<std::unique_ptr<router::RouterServer>> router =
-      router::RouterServer::Start(options);
-  if (!router.ok()) return fail(router.status());
+  if (!expected.ok()) return Fail(expected.status());
+  const int max_streams = *std::max_element(f.streams.begin(), f.streams.end());
+  absl::StatusOr<std::unique_ptr<StampTable>> table =
+      StampTable::Create(int64_t{max_streams} * f.requests, f.tokens);
+  if (!table.ok()) return Fail(table.status());
+
+  Servers servers;
+  std::unique_ptr<StubWorker> stub;
+  std::unique_ptr<router::RouterServer> router;
+  std::unique_ptr<ChildProcess> stub_process;
+  std::unique_ptr<ChildProcess> router_process;
+  if (f.layout == "single") {
+    absl::StatusOr<std::unique_ptr<StubWorker>> started = StartStub(f, *files, table->get());
+    if (!started.ok()) return Fail(started.status());
+    stub = *std::move(started);
+    absl::StatusOr<std::unique_ptr<router::RouterServer>> r =
+        router::RouterServer::Start(RouterOptionsFor(f, stub->address()));
+    if (!r.ok()) return Fail(r.status());
+    router = *std::move(r);
+    servers = {stub->port(), router->http_port(), router->grpc_port(), nullptr, nullptr};
+  } else {
+    // Started before this process makes any gRPC object, so nothing of gRPC is forked.
+    const std::vector<std::string> common = {"--model-dir", f.model_dir, "--tokens-per-request",
+                                             StrCat(f.tokens)};
+    std::vector<std::string> args = {"--role", "stub", "--stamps-fd", StrCat((*table)->fd())};
+    args.insert(args.end(), common.begin(), common.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> s = ChildProcess::Spawn("stub", args);
+    if (!s.ok()) return Fail(s.status());
+    stub_process = *std::move(s);
+    absl::StatusOr<std::vector<int>> stub_port = ParsePorts(stub_process->ready_line(), 1);
+    if (!stub_port.ok()) return Fail(stub_port.status());
+    args = {"--role",         "router",
+            "--worker",       StrCat("127.0.0.1:", (*stub_port)[0]),
+            "--grpc-threads", StrCat(f.grpc_threads)};
+    args.insert(args.end(), common.begin(), common.end());
+    absl::StatusOr<std::unique_ptr<ChildProcess>> r = ChildProcess::Spawn("router", args);
+    if (!r.ok()) return Fail(r.status());
+    router_process = *std::move(r);
+    absl::StatusOr<std::vector<int>> router_ports = ParsePorts(router_process->ready_line(), 2);
+    if (!router_ports.ok()) return Fail(router_ports.status());
+    servers = {(*stub_port)[0], (*router_ports)[0], (*router_ports)[1], stub_process.get(),
+               router_process.get()};
+  }
 
   const std::string load_before = LoadAverage();
-  std::printf("frontdoor_bench: %u hardware threads, load average %s; %d tokens/request%s\n",
+  std::printf("frontdoor_bench: %u hardware threads, load average %s; %d tokens/request; %s%s\n",
               std::thread::hardware_concurrency(), load_before.c_str(), f.tokens,
+              f.layout == "single" ? "stub, router and clients in one process"
+                                   : "stub, router and clients in three processes",
               f.http_quickack ? "; HTTP clients with TCP_QUICKACK" : "");
-  Bench bench(f, stub->get(), router->get(), &*expected);
+  Bench bench(f, servers, table->get(), &*expected);
   std::vector<Phase> phases;
   auto run_all = [&](const std::vector<int>& counts, bool ceiling, int round) {
     for (int streams : counts) {
@@ -519,8 +685,16 @@ int Main(int argc, char** argv) {
   }
   if (f.mode != "overhead") run_all(f.ceiling_streams, true, 0);
   const std::string load_after = LoadAverage();
-  (*router)->Shutdown(absl::ZeroDuration());
-  (*stub)->Shutdown();
+  if (router != nullptr) router->Shutdown(absl::ZeroDuration());
+  if (stub != nullptr) stub->Shutdown();
+  // A child that does not stop cleanly on SIGTERM crashed or hung: the run fails.
+  std::vector<std::string> stop_errors;
+  for (auto* c : {&router_process, &stub_process}) {
+    if (*c == nullptr) continue;
+    const pid_t pid = (*c)->pid();
+    if (!(*c)->Stop())
+      stop_errors.push_back(StrCat("child process ", pid, " did not exit cleanly"));
+  }
 
   if (f.mode != "ceiling") PrintOverhead(f, phases);
   if (f.mode != "overhead") PrintCeiling(phases);
@@ -528,6 +702,10 @@ int Main(int argc, char** argv) {
   std::printf("load average before %s, after %s\n", load_before.c_str(), load_after.c_str());
 
   bool ok = true;
+  for (const std::string& e : stop_errors) {
+    ok = false;
+    std::fprintf(stderr, "ERROR %s\n", e.c_str());
+  }
   for (const Phase& p : phases) {
     for (const std::string& e : p.errors) {
       ok = false;
@@ -541,7 +719,8 @@ int Main(int argc, char** argv) {
     }
   }
   if (!f.json.empty()) {
-    nlohmann::json j = {{"interval_ms", f.interval_ms},
+    nlohmann::json j = {{"layout", f.layout},
+                        {"interval_ms", f.interval_ms},
                         {"http_quickack", f.http_quickack},
                         {"aligned", f.aligned},
                         {"tokens_per_request", f.tokens},

@@ -29,8 +29,12 @@ class StubWorker::Service final : public pb::Worker::Service {
                           StrCat("max_tokens is ", n, "; the stub takes 1 to ", kMaxTokens));
     }
     const std::vector<int32_t>& ids = owner_->token_ids_;
-    const auto interval = std::chrono::microseconds(owner_->interval_us_.load());
-    const bool aligned = owner_->aligned_.load();
+    StampTable& table = *owner_->table_;
+    // Zero: each event is written as soon as the previous write returned (the ceiling).
+    const std::chrono::microseconds interval = table.interval();
+    // True: events fall on the ticks of one clock shared by all calls (every stream's
+    // token at once); false: each call keeps its own clock from when it started.
+    const bool aligned = table.aligned();
     std::vector<Clock::time_point> writes;
     writes.reserve(static_cast<size_t>(n));
     Clock::time_point next = Clock::now();
@@ -63,11 +67,13 @@ class StubWorker::Service final : public pb::Worker::Service {
       // it belongs to the path being measured.
       writes.push_back(Clock::now());
       if (!writer->Write(msg)) {
-        owner_->Record(req->request_id(), std::move(writes));
+        table.Record(StampSlot(req->request_id()), writes);
+        table.EndCall();
         return grpc::Status(grpc::StatusCode::CANCELLED, "the client went away");
       }
     }
-    owner_->Record(req->request_id(), std::move(writes));
+    table.Record(StampSlot(req->request_id()), writes);
+    table.EndCall();
     return grpc::Status::OK;
   }
 
@@ -96,10 +102,12 @@ class StubWorker::Service final : public pb::Worker::Service {
 
 absl::StatusOr<std::unique_ptr<StubWorker>> StubWorker::Start(std::vector<int32_t> token_ids,
                                                               int64_t max_model_len,
-                                                              int32_t vocab_size) {
+                                                              int32_t vocab_size,
+                                                              StampTable* table) {
   if (token_ids.empty()) return absl::InvalidArgumentError("the stub needs token ids to emit");
   std::unique_ptr<StubWorker> s(new StubWorker());
   s->token_ids_ = std::move(token_ids);
+  s->table_ = table;
   s->service_ = std::make_unique<Service>(s.get(), max_model_len, vocab_size);
   // The router polls grpc.health.v1 and routes only to workers that answer SERVING.
   grpc::EnableDefaultHealthCheckService(true);
@@ -121,31 +129,6 @@ void StubWorker::Shutdown() {
   if (server_ == nullptr) return;
   server_->Shutdown(std::chrono::system_clock::now());
   server_.reset();
-}
-
-void StubWorker::Record(const std::string& request_id, std::vector<Clock::time_point> writes) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    writes_[request_id] = std::move(writes);
-    ++ended_calls_;
-  }
-  ended_.notify_all();
-}
-
-absl::Status StubWorker::WaitForRequests(int64_t count, absl::Duration timeout) {
-  std::unique_lock<std::mutex> lock(mu_);
-  if (!ended_.wait_for(lock, absl::ToChronoMilliseconds(timeout),
-                       [&] { return ended_calls_ >= count; })) {
-    return absl::DeadlineExceededError(StrCat("the stub saw ", ended_calls_, " of ", count,
-                                              " calls end within ", absl::FormatDuration(timeout)));
-  }
-  return absl::OkStatus();
-}
-
-std::unordered_map<std::string, std::vector<Clock::time_point>> StubWorker::TakeAll() {
-  std::lock_guard<std::mutex> lock(mu_);
-  ended_calls_ = 0;
-  return std::exchange(writes_, {});
 }
 
 }  // namespace baton::bench
