@@ -1,6 +1,5 @@
 #include "bench/child_process.h"
 
-#include <dirent.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/prctl.h>
@@ -96,21 +95,6 @@ CpuUsage ChildProcess::Usage() const {
       if (i >= 14) ticks += std::strtod(field.c_str(), nullptr);
     }
     u.cpu_s = ticks / static_cast<double>(sysconf(_SC_CLK_TCK));
-  }
-  const std::string tasks = StrCat("/proc/", pid_, "/task");
-  if (DIR* dir = opendir(tasks.c_str()); dir != nullptr) {
-    while (dirent* e = readdir(dir)) {
-      if (e->d_name[0] == '.') continue;
-      std::ifstream status(StrCat(tasks, "/", e->d_name, "/status"));
-      std::string key;
-      int64_t value = 0;
-      while (status >> key) {
-        if (key == "voluntary_ctxt_switches:" || key == "nonvoluntary_ctxt_switches:") {
-          if (status >> value) u.switches += value;
-        }
-      }
-    }
-    closedir(dir);
   }
   return u;
 }

@@ -47,7 +47,8 @@ class ChildProcess {
   // What the child wrote on its ready descriptor, without the newline.
   const std::string& ready_line() const { return ready_line_; }
 
-  // From /proc: CPU time in clock ticks (10 ms), switches of the threads still alive.
+  // CPU time from /proc/PID/stat, in clock ticks (10 ms), exited threads included.
+  // Switches stay 0: /proc counts them per thread, and threads that exited are lost.
   CpuUsage Usage() const;
 
   // SIGTERM, then SIGKILL after `grace`. Returns false when the child had already exited

@@ -131,7 +131,6 @@ Usages TakeUsages(const Servers& servers) {
     if (c == nullptr) continue;
     const CpuUsage cu = c->Usage();
     u.all.cpu_s += cu.cpu_s;
-    u.all.switches += cu.switches;
     if (c == servers.router_process) u.router_cpu_s = cu.cpu_s;
   }
   return u;
@@ -368,8 +367,10 @@ void PrintOverhead(const Flags& f, const std::vector<Phase>& phases) {
                 load.c_str());
   }
   std::printf(
-      "(cpu us/ev: all processes; router/ev: the router's process alone. load: offered "
-      "events/s as a share of the same path's ceiling at that stream count, when measured)\n");
+      "(cpu us/ev: all processes; router/ev: the router's process alone; csw/ev: this "
+      "process's context switches, which with --layout processes are the clients' alone. "
+      "load: offered events/s as a share of the same path's ceiling at that stream count, "
+      "when measured)\n");
   std::printf("router share = path - direct (us):\n");
   for (const Phase& p : phases) {
     if (p.ceiling || p.path == Path::kDirect) continue;
