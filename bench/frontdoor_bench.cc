@@ -69,7 +69,7 @@ struct Flags {
   std::vector<std::string> paths = {"direct", "http", "grpc"};
   bool aligned = false;
   int rounds = 1;  // overhead phases repeated, so that the target uses a median
-  int grpc_threads = router::RouterOptions().grpc_generate_threads;
+  int grpc_threads = router::RouterOptions().grpc_threads;
   std::string layout = "processes";
   // A child's part (--layout processes), set by the parent process:
   std::string role;  // "stub" or "router"
@@ -471,7 +471,7 @@ router::RouterOptions RouterOptionsFor(const Flags& f, const std::string& worker
   options.tokenizer = f.model_dir;
   options.http_port = 0;
   options.grpc_port = 0;
-  options.grpc_generate_threads = f.grpc_threads;
+  options.grpc_threads = f.grpc_threads;
   options.worker_wait = absl::Seconds(10);
   return options;
 }
@@ -587,7 +587,8 @@ int Main(int argc, char** argv) {
                  "overhead mode: repeat the phases this many times; the target uses the median")
       ->check(CLI::Range(1, 100))
       ->capture_default_str();
-  app.add_option("--grpc-threads", f.grpc_threads, "the router's gRPC Generate threads")
+  app.add_option("--grpc-threads", f.grpc_threads,
+                 "the router's gRPC threads (Generate, and HTTP requests' worker streams)")
       ->check(CLI::Range(1, 64))
       ->capture_default_str();
   app.add_option("--layout", f.layout,

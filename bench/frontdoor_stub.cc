@@ -5,6 +5,7 @@
 
 #include "baton/internal/v1/worker.grpc.pb.h"
 #include "common/strings.h"
+#include "service/health_service.h"
 
 namespace baton::bench {
 namespace {
@@ -109,11 +110,14 @@ absl::StatusOr<std::unique_ptr<StubWorker>> StubWorker::Start(std::vector<int32_
   s->token_ids_ = std::move(token_ids);
   s->table_ = table;
   s->service_ = std::make_unique<Service>(s.get(), max_model_len, vocab_size);
-  // The router polls grpc.health.v1 and routes only to workers that answer SERVING.
-  grpc::EnableDefaultHealthCheckService(true);
+  // The router polls grpc.health.v1 and routes only to workers that answer SERVING. The
+  // workers' own health service, so that no callback-API threads run in the process.
+  grpc::EnableDefaultHealthCheckService(false);
+  s->health_ = std::make_unique<service::HealthService>(std::vector<std::string>{""});
   grpc::ServerBuilder builder;
   builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &s->port_);
   builder.RegisterService(s->service_.get());
+  builder.RegisterService(s->health_.get());
   s->server_ = builder.BuildAndStart();
   if (s->server_ == nullptr || s->port_ == 0) {
     return absl::UnavailableError("the stub worker cannot listen on 127.0.0.1");
@@ -127,6 +131,7 @@ std::string StubWorker::address() const { return StrCat("127.0.0.1:", port_); }
 
 void StubWorker::Shutdown() {
   if (server_ == nullptr) return;
+  health_->Shutdown();
   server_->Shutdown(std::chrono::system_clock::now());
   server_.reset();
 }

@@ -22,6 +22,7 @@
 #include "absl/status/statusor.h"
 #include "bench/frontdoor_stamps.h"
 #include "grpcpp/grpcpp.h"
+#include "service/health_service.h"
 
 namespace baton::bench {
 
@@ -47,6 +48,7 @@ class StubWorker {
   StampTable* table_ = nullptr;
   const Clock::time_point epoch_ = Clock::now();
   std::unique_ptr<Service> service_;
+  std::unique_ptr<service::HealthService> health_;
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -1,7 +1,8 @@
 // One sequence's worker messages turned into what a client sees: incremental
 // detokenization (never a broken UTF-8 sequence), the router's stop strings, logprob
 // token bytes, and the usage and timings to report at its end. Both ways of reading a
-// worker stream (Generation's completion queue and GenerateCall's reactor) share it.
+// worker stream (Generation's legs and GenerateCall, both on the router's completion
+// loops) share it.
 //
 //   ChoiceDecoder d(0, tokenizer, request);
 //   ChoiceDelta delta;

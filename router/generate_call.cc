@@ -56,14 +56,6 @@ void Append(const ChoiceDelta& d, pb::GenerateResponse* out) {
   }
 }
 
-class GenerateCall;
-
-// A completion-queue tag: which step of which call completed.
-struct Step {
-  GenerateCall* call;
-  void (GenerateCall::*on_done)(bool ok);
-};
-
 // One call. Only its loop's thread touches it, so it needs no lock.
 class GenerateCall {
  public:
@@ -428,6 +420,7 @@ class GenerateCall {
   bool client_cancelled_ = false;
   bool client_gone_ = false;
 
+  using Step = MemberTag<GenerateCall>;
   Step accept_step_{this, &GenerateCall::OnAccept};
   Step done_step_{this, &GenerateCall::OnClientDone};
   Step worker_start_step_{this, &GenerateCall::OnWorkerStart};
@@ -440,14 +433,10 @@ class GenerateCall {
 
 }  // namespace
 
-void RunGenerateLoop(const GrpcApiContext* context, AsyncGenerateService* service,
-                     grpc::ServerCompletionQueue* cq, GenerateLoopState* state) {
-  (new GenerateCall(context, service, cq, state))->Listen();
-  void* tag = nullptr;
-  bool ok = false;
-  while (cq->Next(&tag, &ok)) {
-    Step* step = static_cast<Step*>(tag);
-    (step->call->*step->on_done)(ok);
+void StartGenerateCalls(const GrpcApiContext* context, AsyncGenerateService* service,
+                        CompletionLoops* loops, GenerateLoopState* state) {
+  for (int i = 0; i < loops->size(); ++i) {
+    (new GenerateCall(context, service, loops->server_queue(i), state))->Listen();
   }
 }
 

@@ -1,10 +1,10 @@
-// baton.v1 Generate on gRPC's async API: each loop thread owns one completion queue and
-// runs every call that lands on it, both legs: the client's call (server side) and the
-// worker's stream (client side) complete on the same queue. A worker message is decoded
-// (ChoiceDecoder) and written to the client by the thread that read it, and that thread
-// also gets the write's completion. So a token crosses no thread hand-off in the router.
-// (The callback API hands every write completion to another thread, and the sync API a
-// thread per call; both cost more per token: docs/perf/frontdoor.md.)
+// baton.v1 Generate on gRPC's async API, on the router's CompletionLoops: each call runs
+// on one loop's queue, both legs: the client's call (server side) and the worker's stream
+// (client side). A worker message is decoded (ChoiceDecoder) and written to the client by
+// the thread that read it, and that thread also gets the write's completion. So a token
+// crosses no thread hand-off in the router. (The callback API hands every write
+// completion to another thread, and the sync API a thread per call; both cost more per
+// token: docs/perf/frontdoor.md.)
 //
 // While a write is in flight, later deltas are merged into the next message, so a slow
 // client gets fewer, larger messages instead of a growing queue. Cancellation goes both
@@ -15,6 +15,7 @@
 #include <atomic>
 
 #include "baton/v1/baton.grpc.pb.h"
+#include "router/completion_loops.h"
 #include "router/grpc_api.h"
 
 namespace baton::router {
@@ -27,8 +28,10 @@ struct GenerateLoopState {
   std::atomic<int> live_calls{0};
 };
 
-// Runs until `cq` shuts down. `context`, `service` and `state` must outlive it.
-void RunGenerateLoop(const GrpcApiContext* context, AsyncGenerateService* service,
-                     grpc::ServerCompletionQueue* cq, GenerateLoopState* state);
+// Waits for calls on each of `loops`' server queues; each accepted call waits for the
+// next. `context`, `service`, `loops` and `state` must outlive every call (state's
+// live_calls says when none is left).
+void StartGenerateCalls(const GrpcApiContext* context, AsyncGenerateService* service,
+                        CompletionLoops* loops, GenerateLoopState* state);
 
 }  // namespace baton::router

@@ -12,22 +12,38 @@ namespace baton::router {
 
 namespace pb = ::baton::internal::v1;
 
-// One choice: the worker's stream of one sequence.
-class Generation::Leg final : public grpc::ClientReadReactor<pb::GenerateResponse> {
+// One choice: the worker's stream of one sequence, driven by its steps on the
+// generation's completion queue.
+class Generation::Leg final {
  public:
   Leg(Generation* g, int index, pb::GenerateRequest wire)
       : g_(g), wire(std::move(wire)), decoder(index, g->tokenizer_, g->request_) {}
 
-  void OnReadDone(bool ok) override { g_->OnRead(*this, ok); }
-  void OnDone(const grpc::Status& s) override { g_->OnLegDone(*this, s); }
-
  private:
+  void OnStart(bool ok) {
+    if (ok) {
+      reader->Read(&msg, &read_step);
+    } else {
+      reader->Finish(&status, &finish_step);
+    }
+  }
+  void OnReadDone(bool ok) { g_->OnRead(*this, ok); }
+  void OnFinish(bool /*ok*/) { g_->OnLegDone(*this, status); }
+  void OnPrefillFinish(bool /*ok*/) { g_->OnPrefillDone(*this, prefill_status); }
+
   Generation* g_;
 
  public:
+  MemberTag<Leg> start_step{this, &Leg::OnStart};
+  MemberTag<Leg> read_step{this, &Leg::OnReadDone};
+  MemberTag<Leg> finish_step{this, &Leg::OnFinish};
+  MemberTag<Leg> prefill_step{this, &Leg::OnPrefillFinish};
+
   grpc::ClientContext ctx;
   pb::GenerateRequest wire;
+  std::unique_ptr<grpc::ClientAsyncReader<pb::GenerateResponse>> reader;
   pb::GenerateResponse msg;
+  grpc::Status status;    // the stream's, once finished
   ChoiceDecoder decoder;  // used only on this leg's read path, one read at a time
   int messages = 0;       // read from the worker
 
@@ -37,8 +53,10 @@ class Generation::Leg final : public grpc::ClientReadReactor<pb::GenerateRespons
   std::string transfer_id;
   std::mutex prefill_mu;  // guards prefill_ctx against Cancel from another thread
   std::unique_ptr<grpc::ClientContext> prefill_ctx;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<pb::PrefillResponse>> prefill_reader;
   pb::PrefillRequest prefill_req;
   pb::PrefillResponse prefill_resp;
+  grpc::Status prefill_status;
   std::chrono::steady_clock::time_point prefill_started;
   PrefillTimings prefill_timings;  // handed on with the final delta
 };
@@ -58,26 +76,31 @@ absl::StatusOr<pb::GenerateRequest> WorkerRequest(const GenerationRequest& r, in
   return wire;
 }
 
-Generation::Generation(Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+Generation::Generation(grpc::CompletionQueue* cq, Route route,
+                       std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
                        GenerationRequest request, GenerationCallbacks callbacks)
-    : route_(std::move(route)),
+    : cq_(cq),
+      route_(std::move(route)),
       tokenizer_(std::move(tokenizer)),
       request_(std::move(request)),
       callbacks_(std::move(callbacks)) {}
 
 absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(
-    Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request,
-    GenerationCallbacks callbacks) {
-  std::unique_ptr<Generation> g(new Generation(std::move(route), std::move(tokenizer),
-                                               std::move(request), std::move(callbacks)));
+    CompletionLoops* loops, Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+    GenerationRequest request, GenerationCallbacks callbacks) {
+  std::unique_ptr<Generation> g(new Generation(loops->Pick(), std::move(route),
+                                               std::move(tokenizer), std::move(request),
+                                               std::move(callbacks)));
   BATON_RETURN_IF_ERROR(g->StartLegs());
   return g;
 }
 
 absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(
-    Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request) {
-  std::unique_ptr<Generation> g(new Generation(std::move(route), std::move(tokenizer),
-                                               std::move(request), GenerationCallbacks()));
+    CompletionLoops* loops, Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+    GenerationRequest request) {
+  std::unique_ptr<Generation> g(new Generation(loops->Pick(), std::move(route),
+                                               std::move(tokenizer), std::move(request),
+                                               GenerationCallbacks()));
   Generation* self = g.get();
   // Pull mode is push mode into a queue that Next() drains.
   g->callbacks_.on_delta = [self](const ChoiceDelta& d) {
@@ -136,9 +159,10 @@ void Generation::StartPrefill(Leg& leg) {
     if (request_.deadline) leg.prefill_ctx->set_deadline(*request_.deadline);
     if (cancelled()) leg.prefill_ctx->TryCancel();  // a Cancel that came between attempts
   }
-  leg.prefill->stub()->async()->Prefill(
-      leg.prefill_ctx.get(), &leg.prefill_req, &leg.prefill_resp,
-      [this, &leg](const grpc::Status& s) { OnPrefillDone(leg, s); });
+  leg.prefill_reader =
+      leg.prefill->stub()->PrepareAsyncPrefill(leg.prefill_ctx.get(), leg.prefill_req, cq_);
+  leg.prefill_reader->StartCall();
+  leg.prefill_reader->Finish(&leg.prefill_resp, &leg.prefill_status, &leg.prefill_step);
 }
 
 void Generation::OnPrefillDone(Leg& leg, const grpc::Status& s) {
@@ -173,9 +197,8 @@ void Generation::OnPrefillDone(Leg& leg, const grpc::Status& s) {
 }
 
 void Generation::StartDecode(Leg& leg) {
-  route_.decode->stub()->async()->Generate(&leg.ctx, &leg.wire, &leg);
-  leg.StartRead(&leg.msg);
-  leg.StartCall();
+  leg.reader = route_.decode->stub()->PrepareAsyncGenerate(&leg.ctx, leg.wire, cq_);
+  leg.reader->StartCall(&leg.start_step);
 }
 
 Generation::~Generation() {
@@ -218,7 +241,10 @@ void Generation::Fail(absl::Status status) {
 }
 
 void Generation::OnRead(Leg& leg, bool ok) {
-  if (!ok) return;  // the stream ended: OnLegDone follows
+  if (!ok) {  // the stream ended (or was cancelled): its status, then OnLegDone
+    leg.reader->Finish(&leg.status, &leg.finish_step);
+    return;
+  }
   ++leg.messages;
   route_.PromptDone();
   ChoiceDelta d;
@@ -240,7 +266,7 @@ void Generation::OnRead(Leg& leg, bool ok) {
     // The worker would generate on; its stream then ends CANCELLED.
     if (!was_ended && leg.decoder.stopped_by_string()) leg.ctx.TryCancel();
   }
-  leg.StartRead(&leg.msg);  // until the worker closes the stream
+  leg.reader->Read(&leg.msg, &leg.read_step);  // until the worker closes the stream
 }
 
 absl::Status StreamEndStatus(const ChoiceDecoder& decoder, bool cancelled,

@@ -3,14 +3,15 @@
 // detokenization, stop strings). A stop string ends its sequence in the router, which then
 // cancels it in the worker; EOS, stop ids and max_tokens end it in the worker.
 //
-// The worker's streams are read by gRPC callback reactors, so no router thread waits per
-// token. Two ways to consume the deltas:
+// The worker's streams run on one of the router's CompletionLoops, so no router thread
+// waits per token, and the thread that reads a token is the one that delivers it. Two ways
+// to consume the deltas:
 //
-//   // Push: callbacks on gRPC threads; deltas one at a time, then on_done once.
-//   auto gen = Generation::Start(&worker, tokenizer, request, {on_delta, on_done});
+//   // Push: callbacks on the loop's thread; deltas one at a time, then on_done once.
+//   auto gen = Generation::Start(loops, &worker, tokenizer, request, {on_delta, on_done});
 //
 //   // Pull: a thread blocks for each delta (simple callers and tests).
-//   BATON_ASSIGN_OR_RETURN(auto gen, Generation::Start(&worker, tokenizer, request));
+//   BATON_ASSIGN_OR_RETURN(auto gen, Generation::Start(loops, &worker, tokenizer, request));
 //   ChoiceDelta d;
 //   while (gen->Next(&d)) Send(d);          // deltas of all choices, interleaved
 //   if (!gen->status().ok()) ...             // the first failure ends every choice
@@ -30,6 +31,7 @@
 #include "absl/status/statusor.h"
 #include "baton/internal/v1/worker.grpc.pb.h"
 #include "router/choice_decoder.h"
+#include "router/completion_loops.h"
 #include "router/generation_types.h"
 #include "router/worker_client.h"
 #include "router/worker_pool.h"
@@ -49,7 +51,8 @@ absl::Status StreamEndStatus(const ChoiceDecoder& decoder, bool cancelled,
                              const grpc::Status& status, const WorkerClient& worker);
 
 struct GenerationCallbacks {
-  // Never concurrent with itself. It must not block: it runs on a gRPC thread.
+  // Never concurrent with itself. It must not block: it runs on a loop's thread, which
+  // other requests' tokens wait for.
   std::function<void(const ChoiceDelta&)> on_delta;
   // Once, after the last on_delta: OK when every choice finished, else the first failure.
   // It must not destroy the Generation (the destructor waits for it to return).
@@ -60,14 +63,15 @@ class Generation {
  public:
   // Pull mode: use Next().
   // `route` says where: one colocated worker, or a prefill and a decode worker (each
-  // choice then prefills on its own, with the route's failover).
+  // choice then prefills on its own, with the route's failover). The calls run on one of
+  // `loops`' queues, which must outlive the generation.
   static absl::StatusOr<std::unique_ptr<Generation>> Start(
-      Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+      CompletionLoops* loops, Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
       GenerationRequest request);
   // Push mode. The callbacks may run before Start returns.
   static absl::StatusOr<std::unique_ptr<Generation>> Start(
-      Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request,
-      GenerationCallbacks callbacks);
+      CompletionLoops* loops, Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
+      GenerationRequest request, GenerationCallbacks callbacks);
   ~Generation();
   Generation(const Generation&) = delete;
   Generation& operator=(const Generation&) = delete;
@@ -87,8 +91,9 @@ class Generation {
 
  private:
   class Leg;
-  Generation(Route route, std::shared_ptr<const tokenizer::Tokenizer> tokenizer,
-             GenerationRequest request, GenerationCallbacks callbacks);
+  Generation(grpc::CompletionQueue* cq, Route route,
+             std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request,
+             GenerationCallbacks callbacks);
   absl::Status StartLegs();
   void StartPrefill(Leg& leg);
   void OnPrefillDone(Leg& leg, const grpc::Status& s);
@@ -101,12 +106,13 @@ class Generation {
   void Fail(absl::Status status);
   void CancelAll();
 
+  grpc::CompletionQueue* cq_;  // every leg's, so that one thread runs them all
   Route route_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   GenerationRequest request_;
   GenerationCallbacks callbacks_;
   // One per choice, plus a leg that replaced one on a rerouted request (the replaced one
-  // stays: its reactor may still be returning).
+  // stays: its finish step may still be returning).
   std::mutex legs_mu_;
   std::vector<std::unique_ptr<Leg>> legs_;
   bool rerouted_ = false;

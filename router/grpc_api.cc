@@ -252,43 +252,26 @@ absl::Status CheckApiKey(const grpc::ServerContextBase& ctx, const std::string& 
   return absl::OkStatus();
 }
 
-GrpcApi::GrpcApi(GrpcApiContext context, int generate_threads)
+GrpcApi::GrpcApi(GrpcApiContext context)
     : context_(std::move(context)),
       service_(std::make_unique<Service>(&context_)),
-      state_(std::make_unique<GenerateLoopState>()),
-      generate_threads_(std::max(1, generate_threads)) {}
+      state_(std::make_unique<GenerateLoopState>()) {}
 
 GrpcApi::~GrpcApi() { Stop(); }
 
-void GrpcApi::Register(grpc::ServerBuilder& builder) {
-  builder.RegisterService(service_.get());
-  for (int i = 0; i < generate_threads_; ++i) queues_.push_back(builder.AddCompletionQueue());
-}
+void GrpcApi::Register(grpc::ServerBuilder& builder) { builder.RegisterService(service_.get()); }
 
-void GrpcApi::Start() {
-  for (auto& q : queues_) {
-    threads_.emplace_back(RunGenerateLoop, &context_, service_.get(), q.get(), state_.get());
-  }
+void GrpcApi::Start(CompletionLoops* loops) {
+  started_ = true;
+  StartGenerateCalls(&context_, service_.get(), loops, state_.get());
 }
 
 void GrpcApi::Stop() {
-  if (stopped_) return;
-  stopped_ = true;
   state_->stopping.store(true);
-  // The server's Shutdown cancelled every call; their loops finish them. A queue may only
-  // shut down once no call can start another operation on it.
-  while (!threads_.empty() && state_->live_calls.load() > 0) {
+  // The server's Shutdown cancelled every call, and the loops finish them. A queue may
+  // only shut down once no call can start another operation on it.
+  while (started_ && state_->live_calls.load() > 0) {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  for (auto& q : queues_) q->Shutdown();
-  for (std::thread& t : threads_) t.join();
-  threads_.clear();
-  // Each queue is drained before it goes away.
-  for (auto& q : queues_) {
-    void* tag = nullptr;
-    bool ok = false;
-    while (q->Next(&tag, &ok)) {
-    }
   }
 }
 

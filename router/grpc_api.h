@@ -11,6 +11,7 @@
 #include "absl/status/statusor.h"
 #include "baton/v1/baton.grpc.pb.h"
 #include "grpcpp/server_builder.h"
+#include "router/completion_loops.h"
 #include "router/openai_protocol.h"
 #include "router/request_log.h"
 #include "router/router_metrics.h"
@@ -49,25 +50,24 @@ absl::Status CheckApiKey(const grpc::ServerContextBase& ctx, const std::string& 
 //   api.Stop();                     // after the server's Shutdown
 class GrpcApi {
  public:
-  // `generate_threads`: loops (each with its own completion queue) that run Generate.
-  GrpcApi(GrpcApiContext context, int generate_threads);
+  GrpcApi(GrpcApiContext context);
   ~GrpcApi();
   GrpcApi(const GrpcApi&) = delete;
   GrpcApi& operator=(const GrpcApi&) = delete;
 
   void Register(grpc::ServerBuilder& builder);
-  void Start();
+  // Generate runs on `loops`' server queues, which must outlive Stop().
+  void Start(CompletionLoops* loops);
+  // After the server's Shutdown (which cancels every call): waits until no Generate call
+  // is left, so that the loops may shut down.
   void Stop();
 
  private:
   class Service;
   GrpcApiContext context_;
   std::unique_ptr<Service> service_;
-  std::vector<std::unique_ptr<grpc::ServerCompletionQueue>> queues_;
-  std::vector<std::thread> threads_;
   std::unique_ptr<GenerateLoopState> state_;
-  int generate_threads_;
-  bool stopped_ = false;
+  bool started_ = false;
 };
 
 }  // namespace baton::router

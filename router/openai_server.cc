@@ -285,7 +285,7 @@ class Handler {
     NoteRoute(*route, run);
     for (;;) {
       absl::StatusOr<std::unique_ptr<Generation>> started =
-          Generation::Start(*std::move(route), c_.model->tokenizer(), std::move(request));
+          Generation::Start(c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request));
       if (!started.ok()) return SendError(out, started.status());
       Generation& gen = **started;
       const uint64_t watch =
@@ -399,7 +399,7 @@ class Handler {
     }
   }
 
-  // Each delta is written to the socket on the gRPC thread that read it from the worker,
+  // Each delta is written to the socket on the loop thread that read it from the worker,
   // without waiting (WriteChunkNoWait), so a token crosses no router thread. This thread
   // starts the response, sends what the socket did not take at once, and ends it.
   int Stream(GenerationRequest request, Run& run, HttpResponder& out) {
@@ -431,7 +431,7 @@ class Handler {
         s.cv.notify_all();
       };
       absl::StatusOr<std::unique_ptr<Generation>> started = Generation::Start(
-          *std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
+          c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
       if (!started.ok()) return SendError(out, started.status());
       Generation* gen = started->get();
       const uint64_t watch =

@@ -8,6 +8,7 @@
 #include <functional>
 #include <string>
 
+#include "router/completion_loops.h"
 #include "router/openai_protocol.h"
 #include "router/request_log.h"
 #include "router/router_metrics.h"
@@ -25,6 +26,7 @@ struct OpenAiServerContext {
   WorkerPool* pool = nullptr;
   RouterMetrics* metrics = nullptr;
   service::CancelWatcher* watcher = nullptr;
+  CompletionLoops* loops = nullptr;  // where the worker streams run
   ProtocolLimits limits;
   std::string api_key;                // empty: no authentication; else /v1/* need "Bearer <key>"
   RequestLog* request_log = nullptr;  // null: no per-request lines

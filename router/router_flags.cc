@@ -26,8 +26,9 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "Port of the baton.v1 gRPC API (0: any free port; -1: off)")
       ->envname("BATON_GRPC_PORT")
       ->check(CLI::Range(-1, 65535));
-  cmd->add_option("--grpc-threads", f->grpc_generate_threads,
-                  "Threads that run gRPC Generate streams (each owns one completion queue)")
+  cmd->add_option("--grpc-threads", f->grpc_threads,
+                  "Threads that run the router's gRPC calls: Generate, and the worker streams of "
+                  "HTTP requests (each owns one completion queue)")
       ->envname("BATON_GRPC_THREADS")
       ->check(CLI::Range(1, 64));
   cmd->add_option("--api-key", f->api_key,
@@ -118,7 +119,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.host = f.host;
   o.http_port = f.port;
   o.grpc_port = f.grpc_port;
-  o.grpc_generate_threads = f.grpc_generate_threads;
+  o.grpc_threads = f.grpc_threads;
   o.api_key = f.api_key;
   o.http.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   o.http.max_connections = f.max_connections;

@@ -17,7 +17,7 @@ struct RouterFlags {
   std::string host = "127.0.0.1";
   int port = 8000;
   int grpc_port = 50051;
-  int grpc_generate_threads = 2;
+  int grpc_threads = 1;
   std::string api_key;
   int64_t max_body_bytes = 8 << 20;
   int max_connections = 1024;

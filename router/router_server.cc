@@ -7,6 +7,7 @@
 #include "common/strings.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "router/completion_loops.h"
 #include "router/grpc_api.h"
 #include "router/openai_server.h"
 
@@ -24,20 +25,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   r->watcher_ = std::make_unique<service::CancelWatcher>();
   r->request_log_ = std::make_unique<RequestLog>(options.log_requests);
 
-  OpenAiServerContext http_context;
-  http_context.model = r->model_.get();
-  http_context.pool = r->pool_.get();
-  http_context.metrics = &r->metrics_;
-  http_context.watcher = r->watcher_.get();
-  http_context.limits = options.limits;
-  http_context.api_key = options.api_key;
-  http_context.request_log = r->request_log_.get();
-  service::HttpServerOptions http = options.http;
-  http.host = options.host;
-  http.port = options.http_port;
-  BATON_ASSIGN_OR_RETURN(r->http_,
-                         service::HttpServer::Start(http, MakeOpenAiHandler(http_context)));
-
+  // The loops come first: the HTTP API's worker streams run on them too.
   if (options.grpc_port >= 0) {
     GrpcApiContext grpc_context;
     grpc_context.model = r->model_.get();
@@ -46,13 +34,18 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     grpc_context.limits = options.limits;
     grpc_context.api_key = options.api_key;
     grpc_context.request_log = r->request_log_.get();
-    r->grpc_api_ = std::make_unique<GrpcApi>(grpc_context, options.grpc_generate_threads);
-    grpc::EnableDefaultHealthCheckService(true);
+    r->grpc_api_ = std::make_unique<GrpcApi>(grpc_context);
+    r->health_ =
+        std::make_unique<service::HealthService>(std::vector<std::string>{"", "baton.v1.Baton"});
+    // Ours instead (service/health_service.h): gRPC's is a callback service.
+    grpc::EnableDefaultHealthCheckService(false);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     const std::string address = StrCat(options.host, ":", options.grpc_port);
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &r->grpc_port_);
     r->grpc_api_->Register(builder);
+    builder.RegisterService(r->health_.get());
+    r->loops_ = CompletionLoops::AddTo(builder, options.grpc_threads);
     // Requests are bounded by the HTTP body limit; gRPC gets the same bound.
     builder.SetMaxReceiveMessageSize(static_cast<int>(options.http.max_body_bytes));
     r->grpc_ = builder.BuildAndStart();
@@ -60,9 +53,26 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
       return absl::UnavailableError(StrCat("cannot listen for gRPC on ", address,
                                            "; is the port in use? Pick another with --grpc-port"));
     }
-    r->grpc_api_->Start();
-    r->grpc_->GetHealthCheckService()->SetServingStatus("baton.v1.Baton", true);
+    r->loops_->Start();
+    r->grpc_api_->Start(r->loops_.get());
+  } else {
+    r->loops_ = CompletionLoops::Create(options.grpc_threads);
   }
+
+  OpenAiServerContext http_context;
+  http_context.model = r->model_.get();
+  http_context.pool = r->pool_.get();
+  http_context.metrics = &r->metrics_;
+  http_context.watcher = r->watcher_.get();
+  http_context.loops = r->loops_.get();
+  http_context.limits = options.limits;
+  http_context.api_key = options.api_key;
+  http_context.request_log = r->request_log_.get();
+  service::HttpServerOptions http = options.http;
+  http.host = options.host;
+  http.port = options.http_port;
+  BATON_ASSIGN_OR_RETURN(r->http_,
+                         service::HttpServer::Start(http, MakeOpenAiHandler(http_context)));
   return r;
 }
 
@@ -72,15 +82,17 @@ int RouterServer::http_port() const { return http_->port(); }
 
 void RouterServer::Shutdown(absl::Duration grace) {
   if (grpc_ != nullptr) {
-    grpc_->GetHealthCheckService()->Shutdown();
+    health_->Shutdown();
     grpc_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
     grpc_api_->Stop();
-    grpc_.reset();
   }
   if (http_ != nullptr) {
     http_->Shutdown(grace);
     http_.reset();
   }
+  // No call of either API is left to start an operation on the queues.
+  if (loops_ != nullptr) loops_->Shutdown();
+  grpc_.reset();
   watcher_.reset();
 }
 

@@ -13,6 +13,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
+#include "router/completion_loops.h"
 #include "router/grpc_api.h"
 #include "router/openai_protocol.h"
 #include "router/request_log.h"
@@ -20,6 +21,7 @@
 #include "router/served_model.h"
 #include "router/worker_client.h"
 #include "service/cancel_watcher.h"
+#include "service/health_service.h"
 #include "service/http_options.h"
 #include "service/http_server.h"
 
@@ -35,10 +37,12 @@ struct RouterOptions {
   std::string tokenizer;          // model directory, .gguf or tokenizer.json
   std::string served_model_name;  // empty: the worker's model id
   std::string host = "127.0.0.1";
-  int http_port = 8000;           // 0: any free port
-  int grpc_port = 50051;          // 0: any free port; -1: no gRPC API
-  int grpc_generate_threads = 2;  // threads (one completion queue each) running Generate
-  std::string api_key;            // empty: no authentication
+  int http_port = 8000;   // 0: any free port
+  int grpc_port = 50051;  // 0: any free port; -1: no gRPC API
+  // Threads (one completion queue each) running the router's gRPC calls: baton.v1
+  // Generate, and the worker streams of HTTP requests (router/completion_loops.h).
+  int grpc_threads = 1;
+  std::string api_key;  // empty: no authentication
   ProtocolLimits limits;
   service::HttpServerOptions http;                 // host and port come from above
   absl::Duration worker_wait = absl::Seconds(60);  // for the worker to answer at start-up
@@ -67,7 +71,9 @@ class RouterServer {
   std::unique_ptr<ServedModel> model_;
   std::unique_ptr<service::CancelWatcher> watcher_;
   std::unique_ptr<RequestLog> request_log_;
+  std::unique_ptr<CompletionLoops> loops_;  // outlives the calls of both servers
   std::unique_ptr<service::HttpServer> http_;
+  std::unique_ptr<service::HealthService> health_;
   std::unique_ptr<GrpcApi> grpc_api_;  // before grpc_: the server goes first
   std::unique_ptr<grpc::Server> grpc_;
   int grpc_port_ = -1;

@@ -171,7 +171,12 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
         }));
   }
 
-  grpc::EnableDefaultHealthCheckService(true);
+  // Ours (service/health_service.h): gRPC's default is a callback service, whose polling
+  // threads would take reads off every call in the process; `baton serve` runs the
+  // router in this one too.
+  grpc::EnableDefaultHealthCheckService(false);
+  w->health_ = std::make_unique<service::HealthService>(
+      std::vector<std::string>{"", "baton.internal.v1.Worker"});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = StrCat(flags.host, ":", flags.port);
@@ -183,6 +188,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.RegisterService(w->service_->worker());
   builder.RegisterService(w->service_->kv_events());
+  builder.RegisterService(w->health_.get());
   if (w->receiver_ != nullptr) builder.RegisterService(w->receiver_->service());
   w->server_ = builder.BuildAndStart();
   if (w->server_ == nullptr || w->port_ == 0) {
@@ -196,6 +202,7 @@ WorkerRuntime::~WorkerRuntime() { Shutdown(absl::ZeroDuration()); }
 
 void WorkerRuntime::Shutdown(absl::Duration grace) {
   if (server_ != nullptr) {
+    health_->Shutdown();  // ends open Watch calls, which the server's Shutdown waits for
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
     server_.reset();
   }

@@ -13,6 +13,7 @@
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "grpcpp/grpcpp.h"
+#include "service/health_service.h"
 #include "service/http_server.h"
 #include "transport/registered_region.h"
 #include "transport/ucx_worker.h"
@@ -84,6 +85,7 @@ class WorkerRuntime {
   std::unique_ptr<KvSender> sender_;
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<service::HttpServer> metrics_http_;
+  std::unique_ptr<service::HealthService> health_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
 };

@@ -153,7 +153,7 @@ class GenerationTest : public ::testing::Test {
     Collected c;
     c.text.resize(r.n);
     c.last.resize(r.n);
-    auto gen = Generation::Start(client_.get(), tokenizer_, std::move(r));
+    auto gen = Generation::Start(loops_.get(), client_.get(), tokenizer_, std::move(r));
     EXPECT_TRUE(gen.ok()) << gen.status();
     if (!gen.ok()) return c;
     ChoiceDelta d;
@@ -169,6 +169,8 @@ class GenerationTest : public ::testing::Test {
   FakeKvTransfer kv_;
   std::unique_ptr<grpc::Server> server_;
   std::unique_ptr<WorkerClient> client_;
+  // Two queues: a test's generations run on either.
+  std::unique_ptr<CompletionLoops> loops_ = CompletionLoops::Create(2);
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
 };
 
@@ -283,7 +285,7 @@ TEST_F(GenerationTest, PushModeDeliversTheSameDeltasThenDoneOnce) {
     done_status = s;
     cv.notify_all();
   };
-  auto gen = Generation::Start(client_.get(), tokenizer_, r, callbacks);
+  auto gen = Generation::Start(loops_.get(), client_.get(), tokenizer_, r, callbacks);
   ASSERT_TRUE(gen.ok()) << gen.status();
   {
     std::unique_lock<std::mutex> lock(mu);
@@ -319,7 +321,7 @@ TEST_F(GenerationTest, WorkerDownIsUnavailableNamingTheWorker) {
 TEST_F(GenerationTest, CancelStopsTheWorkerAndEndsWithCancelled) {
   fake_.script = Encode(" there");
   fake_.hang = true;
-  auto gen = Generation::Start(client_.get(), tokenizer_, Request());
+  auto gen = Generation::Start(loops_.get(), client_.get(), tokenizer_, Request());
   ASSERT_TRUE(gen.ok());
   ChoiceDelta d;
   ASSERT_TRUE((*gen)->Next(&d));
@@ -338,7 +340,7 @@ TEST_F(GenerationTest, DestroyingAnOpenGenerationCancelsIt) {
   fake_.script = Encode(" there");
   fake_.hang = true;
   {
-    auto gen = Generation::Start(client_.get(), tokenizer_, Request());
+    auto gen = Generation::Start(loops_.get(), client_.get(), tokenizer_, Request());
     ASSERT_TRUE(gen.ok());
     ChoiceDelta d;
     ASSERT_TRUE((*gen)->Next(&d));
@@ -356,7 +358,7 @@ TEST_F(GenerationTest, SplitLegThatFailsBeforeDecodingReleasesTheReservation) {
   fake_.fail = grpc::Status(grpc::StatusCode::INTERNAL, "decode broke");
   Route route(client_.get());
   route.prefill = client_.get();
-  auto gen = Generation::Start(route, tokenizer_, Request());
+  auto gen = Generation::Start(loops_.get(), route, tokenizer_, Request());
   ASSERT_TRUE(gen.ok());
   ChoiceDelta d;
   EXPECT_FALSE((*gen)->Next(&d));
@@ -369,7 +371,7 @@ TEST_F(GenerationTest, SplitLegCancelledDuringPrefillReleasesTheReservation) {
   fake_.prefill_hang = true;
   Route route(client_.get());
   route.prefill = client_.get();
-  auto gen = Generation::Start(route, tokenizer_, Request());
+  auto gen = Generation::Start(loops_.get(), route, tokenizer_, Request());
   ASSERT_TRUE(gen.ok());
   for (int i = 0; i < 500 && fake_.prefills.load() == 0; ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -393,8 +395,9 @@ TEST_F(GenerationTest, ColocatedFailureReleasesNothing) {
 TEST_F(GenerationTest, RejectsStopStringsInWorkerParams) {
   GenerationRequest r = Request();
   r.params.add_stop("x");
-  EXPECT_EQ(Generation::Start(client_.get(), tokenizer_, std::move(r)).status().code(),
-            absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(
+      Generation::Start(loops_.get(), client_.get(), tokenizer_, std::move(r)).status().code(),
+      absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace
