@@ -150,7 +150,7 @@ class GenerateCall {
         StartWorker();  // the decode worker computes the prompt itself
         return;
       case AfterPrefill::kFail:
-        ReleaseTransfer(*route_.decode, transfer_id_);
+        ReleaseTransfer(*route_.decode, transfer_id_, cq_);
         worker_done_ = true;
         final_status_ = client_cancelled_ ? absl::CancelledError("the request was cancelled")
                                           : prefill_->ToStatus(prefill_status_);
@@ -283,7 +283,7 @@ class GenerateCall {
   void OnWorkerFinish(bool /*ok*/) {
     if (Reroute()) return;
     if (!transfer_id_.empty() && worker_messages_ == 0) {
-      ReleaseTransfer(*route_.decode, transfer_id_);
+      ReleaseTransfer(*route_.decode, transfer_id_, cq_);
     }
     worker_done_ = true;
     final_status_ = !worker_error_.ok()

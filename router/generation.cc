@@ -320,7 +320,7 @@ void Generation::OnLegDone(Leg& leg, const grpc::Status& s) {
   }
   absl::Status end = StreamEndStatus(leg.decoder, cancelled, s, *route_.decode);
   if (!leg.transfer_id.empty() && leg.messages == 0)
-    ReleaseTransfer(*route_.decode, leg.transfer_id);
+    ReleaseTransfer(*route_.decode, leg.transfer_id, cq_);
   if (!end.ok()) Fail(std::move(end));
   std::function<void(const absl::Status&)> on_done;
   absl::Status final_status;

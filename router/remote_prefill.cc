@@ -7,6 +7,7 @@
 #include "baton/internal/v1/kv_transfer.grpc.pb.h"
 
 #include "common/strings.h"
+#include "router/completion_loops.h"
 
 namespace baton::router {
 
@@ -56,20 +57,27 @@ AfterPrefill DecideAfterPrefillFailure(const Route& route, const WorkerClient* f
   return {AfterPrefill::kLocal, nullptr};
 }
 
-void ReleaseTransfer(const WorkerClient& decode, const std::string& transfer_id) {
-  // Owns everything the call needs, so that it outlives the request that started it.
-  struct Call {
+void ReleaseTransfer(const WorkerClient& decode, const std::string& transfer_id,
+                     grpc::CompletionQueue* cq) {
+  // Owns everything the call needs, so that it outlives the request that started it; its
+  // completion on the loop deletes it. (Not the callback API: that would start gRPC's own
+  // polling threads in the router, router/completion_loops.h.)
+  struct Call final : LoopTag {
+    void Done(bool /*ok*/) override { delete this; }
     std::unique_ptr<pb::KvTransfer::Stub> stub;
     grpc::ClientContext ctx;
     pb::ReleaseRequest req;
     pb::ReleaseResponse resp;
+    grpc::Status status;
+    std::unique_ptr<grpc::ClientAsyncResponseReader<pb::ReleaseResponse>> reader;
   };
   auto* call = new Call;
   call->stub = pb::KvTransfer::NewStub(decode.channel());
   call->ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(5));
   call->req.set_request_id(transfer_id);
-  call->stub->async()->Release(&call->ctx, &call->req, &call->resp,
-                               [call](const grpc::Status&) { delete call; });
+  call->reader = call->stub->PrepareAsyncRelease(&call->ctx, call->req, cq);
+  call->reader->StartCall();
+  call->reader->Finish(&call->resp, &call->status, call);
 }
 
 void AddPrefillCall(const grpc::Status& status, const pb::PrefillResponse& response, double seconds,

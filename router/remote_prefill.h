@@ -43,7 +43,9 @@ AfterPrefill DecideAfterPrefillFailure(const Route& route, const WorkerClient* f
 // failures, but a Prefill that succeeded, or that the router cancelled after the worker
 // had finished, leaves a reservation that would otherwise hold pages until its lease ends.
 // A transfer the decode worker already claimed, or never had, answers NOT_FOUND, harmlessly.
-void ReleaseTransfer(const WorkerClient& decode, const std::string& transfer_id);
+// The call completes on `cq` (a CompletionLoops queue), whose loop must keep running.
+void ReleaseTransfer(const WorkerClient& decode, const std::string& transfer_id,
+                     grpc::CompletionQueue* cq);
 
 // Adds one Prefill call that took `seconds` (as the router saw it) to `t`; one that
 // succeeded also gives the prefill worker's phases.
