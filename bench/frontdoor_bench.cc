@@ -71,6 +71,7 @@ struct Flags {
   int rounds = 1;  // overhead phases repeated, so that the target uses a median
   int grpc_threads = router::RouterOptions().grpc_threads;
   std::string layout = "processes";
+  std::string client_poll_strategy;  // empty: gRPC's default (epoll1)
   // A child's part (--layout processes), set by the parent process:
   std::string role;  // "stub" or "router"
   int ready_fd = -1;
@@ -596,6 +597,12 @@ int Main(int argc, char** argv) {
                  "as deployed; single: everything in this process")
       ->check(CLI::IsMember({"processes", "single"}))
       ->capture_default_str();
+  app.add_option("--client-poll-strategy", f.client_poll_strategy,
+                 "diagnosis: GRPC_POLL_STRATEGY for the clients' process only (with "
+                 "--layout processes). 'poll' makes each stream's thread poll its own "
+                 "socket, where epoll1 hands reads between the 64 client threads; the "
+                 "direct baseline's tail then shrinks (docs/perf/frontdoor.md)")
+      ->check(CLI::IsMember({"", "epoll1", "poll"}));
   // Set by the parent on the processes it starts; hidden from --help.
   app.add_option("--role", f.role)->check(CLI::IsMember({"stub", "router"}))->group("");
   app.add_option("--ready-fd", f.ready_fd)->group("");
@@ -609,6 +616,11 @@ int Main(int argc, char** argv) {
                "server without TCP_NODELAY is not held up by delayed ACKs");
   CLI11_PARSE(app, argc, argv);
   if (!f.role.empty()) return RunChild(f);
+  if (!f.client_poll_strategy.empty() && f.layout != "processes") {
+    return Fail(absl::InvalidArgumentError(
+        "--client-poll-strategy needs --layout processes: in one process it would change "
+        "the router's polling too"));
+  }
 
   absl::StatusOr<tokenizer::TokenizerFiles> files = tokenizer::LoadTokenizerFiles(f.model_dir);
   if (!files.ok()) return Fail(files.status());
@@ -664,6 +676,10 @@ int Main(int argc, char** argv) {
               f.layout == "single" ? "stub, router and clients in one process"
                                    : "stub, router and clients in three processes",
               f.http_quickack ? "; HTTP clients with TCP_QUICKACK" : "");
+  if (!f.client_poll_strategy.empty()) {
+    // The children are running already: only this process's clients poll this way.
+    setenv("GRPC_POLL_STRATEGY", f.client_poll_strategy.c_str(), 1);
+  }
   Bench bench(f, servers, table->get(), &*expected);
   std::vector<Phase> phases;
   auto run_all = [&](const std::vector<int>& counts, bool ceiling, int round) {
@@ -723,6 +739,7 @@ int Main(int argc, char** argv) {
   if (!f.json.empty()) {
     nlohmann::json j = {{"layout", f.layout},
                         {"interval_ms", f.interval_ms},
+                        {"client_poll_strategy", f.client_poll_strategy},
                         {"http_quickack", f.http_quickack},
                         {"aligned", f.aligned},
                         {"tokens_per_request", f.tokens},
