@@ -22,6 +22,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <latch>
 #include <map>
 #include <sstream>
@@ -33,6 +34,7 @@
 #include "absl/time/time.h"
 #include "bench/child_process.h"
 #include "bench/frontdoor_clients.h"
+#include "bench/frontdoor_loop_clients.h"
 #include "bench/frontdoor_stamps.h"
 #include "bench/frontdoor_stub.h"
 #include "common/status.h"
@@ -72,6 +74,7 @@ struct Flags {
   int grpc_threads = router::RouterOptions().grpc_threads;
   std::string layout = "processes";
   std::string client_poll_strategy;  // empty: gRPC's default (epoll1)
+  std::string clients = "loop";      // or "threads": one blocking client per stream
   // A child's part (--layout processes), set by the parent process:
   std::string role;  // "stub" or "router"
   int ready_fd = -1;
@@ -165,8 +168,9 @@ LatencyStats Summarize(std::vector<double> us) {
 // Plain words (" the", " and", ...): each decodes to its own text at once, so every event
 // is exactly one delta at the client, and cycling through several shows reordering.
 // *words: what the stub cycles through.
-absl::StatusOr<ExpectedStream> ChooseTokens(std::shared_ptr<const tokenizer::Tokenizer> shared,
-                                            int tokens, std::vector<int32_t>* words_out) {
+absl::StatusOr<ExpectedStream> ChooseTokens(
+    const std::shared_ptr<const tokenizer::Tokenizer>& shared, int tokens,
+    std::vector<int32_t>* words_out) {
   const tokenizer::Tokenizer& tok = *shared;
   std::vector<int32_t>& words = *words_out;
   for (int32_t id = 0; id < tok.vocab_size() && words.size() < 16; ++id) {
@@ -213,72 +217,13 @@ class Bench {
                      : path == Path::kHttp ? servers_.http_port
                                            : servers_.grpc_port;
     const std::string tag = StrCat("p", ++phase_count_);
-    struct Stream {
-      // Kept until the figures are taken, so that tearing down connections is not counted.
-      std::unique_ptr<StreamClient> client;
-      struct Request {
-        std::string id;
-        int64_t slot = -1;  // where the stub records its writes; -1: nowhere (ceiling)
-        std::vector<Clock::time_point> received;
-      };
-      std::vector<Request> requests;
-      int64_t calls = 0;  // warm-up included: what the stub will have seen end
-      std::vector<std::string> errors;
-    };
     std::vector<Stream> out(static_cast<size_t>(streams));
-    std::latch ready(streams + 1);
-    std::latch go(1);
-    std::vector<std::thread> threads;
-    for (int s = 0; s < streams; ++s) {
-      threads.emplace_back([&, s] {
-        Stream& st = out[static_cast<size_t>(s)];
-        absl::StatusOr<std::unique_ptr<StreamClient>> client =
-            MakeStreamClient(path, port, expected_, {.http_quickack = flags_.http_quickack});
-        // Connection set-up and first-call costs stay out of the figures.
-        if (client.ok()) {
-          st.client = *std::move(client);
-          std::vector<Clock::time_point> ignored;
-          ++st.calls;
-          absl::Status w =
-              st.client->Run(StrCat(tag, "-s", s, "-w"), std::min(4, flags_.tokens), &ignored);
-          if (!w.ok()) st.errors.push_back(std::string(w.message()));
-        } else {
-          st.errors.push_back(std::string(client.status().message()));
-        }
-        ready.arrive_and_wait();
-        go.wait();
-        if (!st.errors.empty()) return;
-        const Clock::time_point deadline =
-            Clock::now() +
-            std::chrono::microseconds(static_cast<int64_t>(flags_.ceiling_seconds * 1e6));
-        for (int k = 0;; ++k) {
-          if (ceiling ? (k > 0 && Clock::now() >= deadline) : k >= flags_.requests) break;
-          auto& [id, slot, received] = st.requests.emplace_back();
-          id = StrCat(tag, "-s", s, "-r", k);
-          if (!ceiling) {
-            slot = int64_t{s} * flags_.requests + k;
-            id = StrCat(id, "#", slot);
-          }
-          received.reserve(static_cast<size_t>(flags_.tokens));
-          ++st.calls;
-          absl::Status r = st.client->Run(id, flags_.tokens, &received);
-          if (!r.ok()) {
-            st.errors.push_back(std::string(r.message()));
-            break;
-          }
-        }
-      });
-    }
-    ready.arrive_and_wait();
-    const Usages usage0 = TakeUsages(servers_);
-    const Clock::time_point t0 = Clock::now();
-    go.count_down();
-    for (std::thread& t : threads) t.join();
-    p.wall_s = std::chrono::duration<double>(Clock::now() - t0).count();
-    const Usages usage1 = TakeUsages(servers_);
-    p.cpu_s = usage1.all.cpu_s - usage0.all.cpu_s;
-    p.switches = usage1.all.switches - usage0.all.switches;
-    if (usage0.router_cpu_s >= 0) p.router_cpu_s = usage1.router_cpu_s - usage0.router_cpu_s;
+    Window w = flags_.clients == "loop" ? RunOnLoop(path, port, ceiling, tag, out)
+                                        : RunOnThreads(path, port, ceiling, tag, out);
+    p.wall_s = std::chrono::duration<double>(w.t1 - w.t0).count();
+    p.cpu_s = w.usage1.all.cpu_s - w.usage0.all.cpu_s;
+    p.switches = w.usage1.all.switches - w.usage0.all.switches;
+    if (w.usage0.router_cpu_s >= 0) p.router_cpu_s = w.usage1.router_cpu_s - w.usage0.router_cpu_s;
 
     int64_t calls = 0;
     for (const Stream& st : out) {
@@ -314,6 +259,157 @@ class Bench {
   }
 
  private:
+  struct Stream {
+    struct Request {
+      std::string id;
+      int64_t slot = -1;  // where the stub records its writes; -1: nowhere (ceiling)
+      std::vector<Clock::time_point> received;
+    };
+    std::vector<Request> requests;
+    int64_t calls = 0;  // warm-up included: what the stub will have seen end
+    std::vector<std::string> errors;
+  };
+
+  // The measured phase's bounds, and the processes' usage at each.
+  struct Window {
+    Usages usage0, usage1;
+    Clock::time_point t0, t1;
+  };
+
+  // Request k of stream s: its id and stamp slot. False when the stream is done: after
+  // --requests-per-stream requests, or in ceiling mode once the deadline passed (at least
+  // one request each).
+  bool NextRequest(Stream& st, int s, int k, bool ceiling, const std::string& tag,
+                   Clock::time_point deadline) const {
+    if (ceiling ? (k > 0 && Clock::now() >= deadline) : k >= flags_.requests) return false;
+    auto& [id, slot, received] = st.requests.emplace_back();
+    id = StrCat(tag, "-s", s, "-r", k);
+    if (!ceiling) {
+      slot = int64_t{s} * flags_.requests + k;
+      id = StrCat(id, "#", slot);
+    }
+    received.reserve(static_cast<size_t>(flags_.tokens));
+    ++st.calls;
+    return true;
+  }
+
+  Clock::time_point Deadline() const {
+    return Clock::now() +
+           std::chrono::microseconds(static_cast<int64_t>(flags_.ceiling_seconds * 1e6));
+  }
+
+  // One thread and one blocking client per stream.
+  Window RunOnThreads(Path path, int port, bool ceiling, const std::string& tag,
+                      std::vector<Stream>& out) {
+    const int streams = static_cast<int>(out.size());
+    // Kept until the figures are taken, so that tearing down connections is not counted.
+    std::vector<std::unique_ptr<StreamClient>> clients(out.size());
+    std::latch ready(streams + 1);
+    std::latch go(1);
+    std::vector<std::thread> threads;
+    threads.reserve(out.size());
+    for (int s = 0; s < streams; ++s) {
+      threads.emplace_back([&, s] {
+        Stream& st = out[static_cast<size_t>(s)];
+        absl::StatusOr<std::unique_ptr<StreamClient>> client =
+            MakeStreamClient(path, port, expected_, {.http_quickack = flags_.http_quickack});
+        // Connection set-up and first-call costs stay out of the figures.
+        if (client.ok()) {
+          clients[static_cast<size_t>(s)] = *std::move(client);
+          std::vector<Clock::time_point> ignored;
+          ++st.calls;
+          absl::Status w = clients[static_cast<size_t>(s)]->Run(StrCat(tag, "-s", s, "-w"),
+                                                                WarmUpTokens(), &ignored);
+          if (!w.ok()) st.errors.push_back(std::string(w.message()));
+        } else {
+          st.errors.push_back(std::string(client.status().message()));
+        }
+        ready.arrive_and_wait();
+        go.wait();
+        if (!st.errors.empty()) return;
+        const Clock::time_point deadline = Deadline();
+        for (int k = 0; NextRequest(st, s, k, ceiling, tag, deadline); ++k) {
+          Stream::Request& r = st.requests.back();
+          absl::Status done =
+              clients[static_cast<size_t>(s)]->Run(r.id, flags_.tokens, &r.received);
+          if (!done.ok()) {
+            st.errors.push_back(std::string(done.message()));
+            break;
+          }
+        }
+      });
+    }
+    Window w;
+    ready.arrive_and_wait();
+    w.usage0 = TakeUsages(servers_);
+    w.t0 = Clock::now();
+    go.count_down();
+    for (std::thread& t : threads) t.join();
+    w.t1 = Clock::now();
+    w.usage1 = TakeUsages(servers_);
+    return w;
+  }
+
+  // Every stream on one loop thread (frontdoor_loop_clients.h).
+  Window RunOnLoop(Path path, int port, bool ceiling, const std::string& tag,
+                   std::vector<Stream>& out) {
+    Window w;
+    const int streams = static_cast<int>(out.size());
+    absl::StatusOr<std::unique_ptr<LoopClients>> made =
+        LoopClients::Create(path, port, streams, expected_);
+    if (!made.ok()) {
+      out[0].errors.push_back(std::string(made.status().message()));
+      w.usage0 = w.usage1 = TakeUsages(servers_);
+      w.t0 = w.t1 = Clock::now();
+      return w;
+    }
+    LoopClients& loop = **made;
+    std::vector<std::vector<Clock::time_point>> ignored(out.size());
+    std::latch warmed(1);
+    int pending = streams;  // the loop thread's alone
+    Clock::time_point deadline;
+    // Starts stream s's request k, or ends the stream; the last stream to end stops the loop.
+    std::function<void(int, int)> next = [&](int s, int k) {
+      Stream& st = out[static_cast<size_t>(s)];
+      if (!st.errors.empty() || !NextRequest(st, s, k, ceiling, tag, deadline)) {
+        if (--pending == 0) loop.Stop();
+        return;
+      }
+      Stream::Request& r = st.requests.back();
+      loop.Start(s, r.id, flags_.tokens, &r.received, [&, s, k](const absl::Status& done) {
+        if (!done.ok()) out[static_cast<size_t>(s)].errors.push_back(std::string(done.message()));
+        next(s, k + 1);
+      });
+    };
+    std::thread runner([&] { loop.Run(); });
+    loop.Post([&] {
+      for (int s = 0; s < streams; ++s) {
+        ++out[static_cast<size_t>(s)].calls;
+        loop.Start(s, StrCat(tag, "-s", s, "-w"), WarmUpTokens(), &ignored[static_cast<size_t>(s)],
+                   [&, s](const absl::Status& done) {
+                     if (!done.ok()) {
+                       out[static_cast<size_t>(s)].errors.push_back(std::string(done.message()));
+                     }
+                     if (--pending == 0) warmed.count_down();
+                   });
+      }
+    });
+    warmed.wait();
+    w.usage0 = TakeUsages(servers_);
+    w.t0 = Clock::now();
+    loop.Post([&] {
+      pending = streams;
+      deadline = Deadline();
+      for (int s = 0; s < streams; ++s) next(s, 0);
+    });
+    runner.join();
+    w.t1 = Clock::now();
+    w.usage1 = TakeUsages(servers_);
+    return w;
+  }
+
+  int WarmUpTokens() const { return std::min(4, flags_.tokens); }
+
   static void AddError(Phase& p, std::string e) {
     if (p.errors.size() < 5) p.errors.push_back(std::move(e));
   }
@@ -603,6 +699,13 @@ int Main(int argc, char** argv) {
                  "socket, where epoll1 hands reads between the 64 client threads; the "
                  "direct baseline's tail then shrinks (docs/perf/frontdoor.md)")
       ->check(CLI::IsMember({"", "epoll1", "poll"}));
+  app.add_option("--clients", f.clients,
+                 "loop: every stream of a phase on one client thread (one gRPC completion "
+                 "queue, one asio loop for HTTP), as vLLM's bench serve runs its clients; "
+                 "threads: one thread and one blocking client per stream, as before "
+                 "2026-11-30 (docs/perf/frontdoor.md)")
+      ->check(CLI::IsMember({"loop", "threads"}))
+      ->capture_default_str();
   // Set by the parent on the processes it starts; hidden from --help.
   app.add_option("--role", f.role)->check(CLI::IsMember({"stub", "router"}))->group("");
   app.add_option("--ready-fd", f.ready_fd)->group("");
@@ -620,6 +723,11 @@ int Main(int argc, char** argv) {
     return Fail(absl::InvalidArgumentError(
         "--client-poll-strategy needs --layout processes: in one process it would change "
         "the router's polling too"));
+  }
+
+  if (f.http_quickack && f.clients != "threads") {
+    return Fail(absl::InvalidArgumentError(
+        "--http-quickack is a diagnosis of the blocking clients: add --clients threads"));
   }
 
   absl::StatusOr<tokenizer::TokenizerFiles> files = tokenizer::LoadTokenizerFiles(f.model_dir);
@@ -671,11 +779,13 @@ int Main(int argc, char** argv) {
   }
 
   const std::string load_before = LoadAverage();
-  std::printf("frontdoor_bench: %u hardware threads, load average %s; %d tokens/request; %s%s\n",
-              std::thread::hardware_concurrency(), load_before.c_str(), f.tokens,
-              f.layout == "single" ? "stub, router and clients in one process"
-                                   : "stub, router and clients in three processes",
-              f.http_quickack ? "; HTTP clients with TCP_QUICKACK" : "");
+  std::printf(
+      "frontdoor_bench: %u hardware threads, load average %s; %d tokens/request; %s; %s%s\n",
+      std::thread::hardware_concurrency(), load_before.c_str(), f.tokens,
+      f.layout == "single" ? "stub, router and clients in one process"
+                           : "stub, router and clients in three processes",
+      f.clients == "loop" ? "clients on one loop thread" : "one client thread per stream",
+      f.http_quickack ? "; HTTP clients with TCP_QUICKACK" : "");
   if (!f.client_poll_strategy.empty()) {
     // The children are running already: only this process's clients poll this way.
     setenv("GRPC_POLL_STRATEGY", f.client_poll_strategy.c_str(), 1);
@@ -740,6 +850,7 @@ int Main(int argc, char** argv) {
     nlohmann::json j = {{"layout", f.layout},
                         {"interval_ms", f.interval_ms},
                         {"client_poll_strategy", f.client_poll_strategy},
+                        {"clients", f.clients},
                         {"http_quickack", f.http_quickack},
                         {"aligned", f.aligned},
                         {"tokens_per_request", f.tokens},

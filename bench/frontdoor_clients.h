@@ -16,19 +16,12 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "bench/frontdoor_stub.h"
+#include "bench/frontdoor_wire.h"
 
 namespace baton::bench {
 
 enum class Path { kDirect, kHttp, kGrpc };
 std::string_view PathName(Path path);
-
-// Event i of every request carries token id ids[i] and, through the router, the text
-// texts[i] (never empty, so that each event is one delta). Sized for the longest request.
-struct ExpectedStream {
-  std::vector<int32_t> ids;
-  std::vector<std::string> texts;
-};
 
 class StreamClient {
  public:
