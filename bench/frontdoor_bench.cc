@@ -32,11 +32,11 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/time/time.h"
-#include "bench/child_process.h"
 #include "bench/frontdoor_clients.h"
 #include "bench/frontdoor_loop_clients.h"
 #include "bench/frontdoor_stamps.h"
 #include "bench/frontdoor_stub.h"
+#include "common/child_process.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/strings.h"

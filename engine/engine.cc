@@ -111,7 +111,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
   if (options.threads < 0) {
     return absl::InvalidArgumentError(StrCat("threads is ", options.threads, "; it must be >= 0"));
   }
-  const KvLayout layout = KvLayoutFor(config, options.block_size);
+  const KvLayout layout = options.shard ? KvLayoutFor(*options.shard, config, options.block_size)
+                                        : KvLayoutFor(config, options.block_size);
   int64_t bytes = options.kv_cache_bytes;
   if (bytes <= 0) {
     if (!(options.kv_cache_fraction > 0 && options.kv_cache_fraction <= 0.95)) {
@@ -144,8 +145,13 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
   engine->blocks_ = std::make_unique<BlockManager>(
       engine->pool_->num_blocks(), options.enable_prefix_cache, engine->events_.get());
   engine->scheduler_ = std::make_unique<Scheduler>(sc, engine->blocks_.get());
-  engine->runner_ =
-      std::make_unique<ModelRunner>(*model->model, engine->pool_.get(), engine->threads_.get());
+  if (options.backend) {
+    BATON_ASSIGN_OR_RETURN(engine->runner_,
+                           options.backend(engine->pool_.get(), engine->threads_.get()));
+  } else {
+    engine->runner_ =
+        std::make_unique<ModelRunner>(*model->model, engine->pool_.get(), engine->threads_.get());
+  }
   engine->PublishStatsLocked();
   engine->thread_ = std::thread([e = engine.get()] { e->Loop(); });
   return engine;
@@ -223,6 +229,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (stop_) return absl::UnavailableError("the engine is shutting down");
+    if (!broken_.ok()) return broken_;
     if (stats_.waiting + queued_ >= options_.max_waiting) {
       return QueueFullError(options_.max_waiting);
     }
@@ -277,6 +284,11 @@ std::vector<kvcache::BlockHash> Engine::PromptBlockHashes(std::span<const int32_
     hashes.push_back(parent);
   }
   return hashes;
+}
+
+absl::Status Engine::health() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return broken_;
 }
 
 absl::Status Engine::RunOnEngineThread(std::function<absl::Status()> task) {
@@ -549,6 +561,24 @@ void Engine::Step() {
   absl::Status ran = runner_->Forward(inputs, &out_);
   if (any_sink) runner_->set_layer_kv_hook(nullptr);
   if (!ran.ok()) {
+    if (absl::IsUnavailable(ran) || absl::IsDeadlineExceeded(ran)) {
+      // A worker group lost a rank: nothing can run any more. Every live request ends
+      // with the error (the router reroutes those that have not streamed yet), and new
+      // ones are refused with it.
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        broken_ = absl::UnavailableError(ran.message());
+      }
+      std::vector<uint64_t> ids;
+      for (const auto& [id, live] : live_) ids.push_back(id);
+      for (uint64_t id : ids) {
+        TokenEvent e;
+        e.status = absl::UnavailableError(ran.message());
+        End(id, std::move(e));
+        ++counters_.requests_failed;
+      }
+      return;
+    }
     // Inputs were checked at Submit, so this is a bug; the step's requests fail cleanly.
     for (const StepItem& item : plan.items) {
       TokenEvent e;

@@ -27,6 +27,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
+#include "engine/backend.h"
 #include "engine/block_manager.h"
 #include "engine/kv_pool.h"
 #include "engine/kv_sink.h"
@@ -37,6 +38,7 @@
 #include "engine/scheduler.h"
 #include "engine/stop_conditions.h"
 #include "kvcache/kv_events.h"
+#include "model/shard.h"
 
 namespace baton::engine {
 
@@ -63,6 +65,12 @@ struct EngineOptions {
   // Tests only: a pause after every step with work, so that a short prompt takes long
   // enough to interrupt a transfer midway on any machine and transport.
   std::chrono::milliseconds debug_step_delay{0};
+  // A worker group's leader (engine/parallel/worker_group.h): the model holds this rank's
+  // shard, the pool holds the shard's layers and KV heads, and `backend` (called once the
+  // pool exists) runs the group's forward. Unset: one rank on the CPU backend.
+  std::optional<model::Shard> shard;
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>(KvPool* pool, ThreadPool* threads)>
+      backend;
 };
 
 struct EngineRequest {
@@ -217,6 +225,9 @@ class Engine {
   const SchedulerConfig& scheduler_config() const { return scheduler_->config(); }
   // Blocks until no request is queued or running (for tests and benchmarks).
   void WaitIdle();
+  // OK while the backend works; once a worker group loses a rank, the error that broke
+  // it: every request then fails with Unavailable, and health checks report it.
+  absl::Status health() const;
 
  private:
   struct Live;  // per-request engine-thread state
@@ -249,7 +260,7 @@ class Engine {
   std::unique_ptr<kvcache::KvEventPublisher> events_;
   std::unique_ptr<BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
-  std::unique_ptr<ModelRunner> runner_;
+  std::unique_ptr<Backend> runner_;
 
   // Shared with other threads, under mu_.
   mutable std::mutex mu_;
@@ -261,7 +272,8 @@ class Engine {
   bool reset_cache_ = false;
   absl::Status reset_result_;
   bool stop_ = false;
-  int64_t queued_ = 0;                                   // submitted and not yet drained
+  absl::Status broken_;  // the backend's failure; every later request fails with it
+  int64_t queued_ = 0;   // submitted and not yet drained
   absl::flat_hash_map<std::string, uint64_t> live_ids_;  // request id -> sequence id
   uint64_t next_seq_id_ = 1;
   EngineStats stats_;

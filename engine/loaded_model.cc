@@ -8,9 +8,10 @@
 
 namespace baton::engine {
 
-absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const model::OpenOptions& options) {
+absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const model::OpenOptions& options,
+                                      const model::RankPlacement& placement) {
   LoadedModel loaded;
-  BATON_ASSIGN_OR_RETURN(loaded.model, model::Model::Open(path, options));
+  BATON_ASSIGN_OR_RETURN(loaded.model, model::OpenShard(path, placement, options));
   BATON_ASSIGN_OR_RETURN(loaded.tokenizer, tokenizer::LoadTokenizerFiles(path));
   const model::ModelConfig& config = loaded.model->config();
   // Models pad their embedding past the tokenizer's vocabulary (for alignment), never the

@@ -9,6 +9,7 @@
 
 #include "absl/status/statusor.h"
 #include "model/model.h"
+#include "model/shard.h"
 #include "tokenizer/loader.h"
 
 namespace baton::engine {
@@ -21,9 +22,11 @@ struct LoadedModel {
   std::string name;  // for listings: general.name, or the directory's name
 };
 
-// `path`: a .gguf file, or a Hugging Face directory. Loads the weights, then the
-// tokenizer from the same place, and checks that the two agree on the vocabulary.
+// `path`: a .gguf file, or a Hugging Face directory. Loads the weights (only `placement`'s
+// shard of them for a rank of a worker group: model/shard.h), then the tokenizer from
+// the same place, and checks that the two agree on the vocabulary.
 absl::StatusOr<LoadedModel> LoadModel(const std::string& path,
-                                      const model::OpenOptions& options = {});
+                                      const model::OpenOptions& options = {},
+                                      const model::RankPlacement& placement = {});
 
 }  // namespace baton::engine

@@ -8,16 +8,17 @@ import pathlib
 import re
 import sys
 
-BELOW_SERVICES = ["common", "proto", "kvcache", "kernels", "tokenizer", "model", "engine", "transport",
-                  "service"]
+BELOW_SERVICES = ["common", "proto", "kvcache", "kernels", "parallel", "tokenizer", "model", "engine",
+                  "transport", "service"]
 MAY_USE = {
     "common": [],
     "proto": [],
     "kvcache": ["proto", "common"],
     "kernels": ["common"],
+    "parallel": ["common"],
     "tokenizer": ["common"],
-    "model": ["kernels", "common"],
-    "engine": ["kvcache", "model", "kernels", "tokenizer", "common"],
+    "model": ["kernels", "parallel", "common"],
+    "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "common"],
     "transport": ["engine", "common"],
     "service": ["proto", "common"],
     "router": ["service", "kvcache", "tokenizer", "proto", "common"],

@@ -9,6 +9,7 @@ packages=(
   libabsl-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libyaml-cpp-dev libxxhash-dev libssl-dev protobuf-compiler libprotobuf-dev
   libgrpc++-dev protobuf-compiler-grpc libboost1.81-dev prometheus-cpp-dev libucx-dev ucx-utils
+  libgloo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nodejs
 )

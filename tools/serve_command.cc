@@ -27,6 +27,12 @@ struct ServeFlags {
 
 // `baton serve --prefill N --decode M`: the workers in their own processes, the router here.
 absl::Status RunSplit(const ServeFlags& flags, router::RouterOptions options) {
+  if (flags.worker.group_size() > 1) {
+    return absl::UnimplementedError(
+        "a split cluster of worker groups (--prefill/--decode with --tensor-parallel-size or "
+        "--pipeline-parallel-size) is not built yet; serve a group colocated (without "
+        "--prefill/--decode)");
+  }
   std::fprintf(stderr, "baton serve: starting %d prefill and %d decode workers for %s\n",
                flags.prefill, flags.decode, flags.worker.model.c_str());
   BATON_ASSIGN_OR_RETURN(
@@ -99,6 +105,7 @@ void AddServeCommand(CLI::App& app) {
       ->envname("BATON_DECODE")
       ->check(CLI::Range(0, 64));
   worker::AddTransferFlags(cmd, &f->worker);
+  worker::AddGroupFlags(cmd, &f->worker);
   cmd->callback([f] {
     absl::Status status = Run(*f);
     if (!status.ok()) {

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/yaml_config.h"
+#include "worker/group_ranks.h"
 
 namespace baton::worker {
 
@@ -31,9 +32,11 @@ void AddWorkerFlags(CLI::App* cmd, WorkerFlags* f, const std::string& fixed_role
   }
   AddEngineFlags(cmd, f);
   AddTransferFlags(cmd, f);
+  AddGroupFlags(cmd, f);
 }
 
 absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
+  if (flags.group_rank > 0) return RunGroupRank(flags, name);
   BlockStopSignals();  // before any thread starts, so that only the wait below sees them
   std::fprintf(stderr, "%s: loading %s\n", name.c_str(), flags.model.c_str());
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> worker, WorkerRuntime::Start(flags));
@@ -43,6 +46,9 @@ absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
               static_cast<long long>(worker->engine().num_kv_pages()),
               static_cast<long long>(flags.block_size), worker->role().c_str());
   if (worker->metrics_port() >= 0) std::printf(", metrics :%d", worker->metrics_port());
+  if (flags.group_size() > 1) {
+    std::printf(", group tp=%d pp=%d", flags.tensor_parallel_size, flags.pipeline_parallel_size);
+  }
   std::printf("\n");
   std::fflush(stdout);
 

@@ -1,5 +1,8 @@
 #include "worker/worker_runtime.h"
 
+#include <unistd.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -7,8 +10,10 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "engine/parallel/worker_group.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "parallel/store.h"
 #include "service/metrics.h"
 
 namespace baton::worker {
@@ -79,6 +84,32 @@ void AddTransferFlags(CLI::App* cmd, WorkerFlags* f) {
       ->check(CLI::Range(-1, 65535));
 }
 
+void AddGroupFlags(CLI::App* cmd, WorkerFlags* f) {
+  cmd->add_option("--tensor-parallel-size,--tp", f->tensor_parallel_size,
+                  "Tensor-parallel ranks: each holds a slice of every layer's heads and MLP "
+                  "(must divide the attention heads, and divide or be a multiple of the KV "
+                  "heads)")
+      ->envname("BATON_TENSOR_PARALLEL_SIZE")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--pipeline-parallel-size,--pp", f->pipeline_parallel_size,
+                  "Pipeline stages: each holds a contiguous run of layers")
+      ->envname("BATON_PIPELINE_PARALLEL_SIZE")
+      ->check(CLI::Range(1, 64));
+  cmd->add_option("--group-timeout-ms", f->group_timeout_ms,
+                  "A worker group's bound on every collective: a rank that dies or hangs fails "
+                  "the group within this time (a step of one stage must take less)")
+      ->envname("BATON_GROUP_TIMEOUT_MS")
+      ->check(CLI::Range(100, 600000));
+  cmd->add_option("--pp-micro-batches", f->pp_micro_batches,
+                  "Pipeline micro-batches per step (0: twice the stages)")
+      ->envname("BATON_PP_MICRO_BATCHES")
+      ->check(CLI::Range(0, 1024));
+  // Set by a leader for the ranks it starts.
+  cmd->add_option("--group-rank", f->group_rank)->group("")->check(CLI::Range(0, 4095));
+  cmd->add_option("--group-store", f->group_store)->group("");
+  cmd->add_option("--ready-fd", f->ready_fd)->group("");
+}
+
 int WorkerRuntime::metrics_port() const {
   return metrics_http_ == nullptr ? -1 : metrics_http_->port();
 }
@@ -88,10 +119,22 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     return absl::InvalidArgumentError(
         StrCat("--role is '", flags.role, "'; it must be colocated, prefill or decode"));
   }
+  const int group_size = flags.group_size();
+  if (group_size > 1 && flags.role != "colocated") {
+    return absl::UnimplementedError(StrCat(
+        "a worker group (--tensor-parallel-size ", flags.tensor_parallel_size,
+        ", --pipeline-parallel-size ", flags.pipeline_parallel_size,
+        ") runs as a colocated "
+        "worker for now: KV transfers to and from groups are not built yet (docs/parallel.md)"));
+  }
   std::unique_ptr<WorkerRuntime> w(new WorkerRuntime());
   w->role_ = flags.role;
   engine::EngineOptions options;
   options.threads = flags.threads;
+  if (group_size > 1 && options.threads == 0) {
+    // The ranks share this host: each gets its share of the cores.
+    options.threads = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / group_size);
+  }
   options.block_size = flags.block_size;
   options.kv_cache_fraction = flags.kv_cache_fraction;
   if (!flags.kv_cache_memory.empty()) {
@@ -134,8 +177,34 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
       return self->pool_region_->data();
     };
   }
+  engine::GroupOptions group;
+  std::unique_ptr<parallel::FileStore> store;
+  if (group_size > 1) {
+    // The ranks share this host's memory: the KV budget by fraction is the group's. An
+    // explicit --kv-cache-memory is each rank's.
+    options.kv_cache_fraction = flags.kv_cache_fraction / group_size;
+    group.tp_size = flags.tensor_parallel_size;
+    group.pp_size = flags.pipeline_parallel_size;
+    group.rank = 0;
+    group.address = flags.host;
+    group.timeout = std::chrono::milliseconds(flags.group_timeout_ms);
+    group.micro_batches = flags.pp_micro_batches;
+  }
   // The engine keeps a pointer to the model: it is loaded into its final place first.
-  BATON_ASSIGN_OR_RETURN(w->loaded_, engine::LoadModel(flags.model, open));
+  BATON_ASSIGN_OR_RETURN(w->loaded_,
+                         engine::LoadModel(flags.model, open, engine::PlacementOf(group)));
+  if (group_size > 1) {
+    // The leader's shard is loaded first: a placement the model cannot take is refused
+    // before any rank starts.
+    BATON_ASSIGN_OR_RETURN(w->group_, GroupRanks::Start(flags, options.threads));
+    store = std::make_unique<parallel::FileStore>(w->group_->store_dir());
+    group.store = store.get();
+    BATON_ASSIGN_OR_RETURN(
+        options.shard, model::PlanShard(w->loaded_.model->config(), engine::PlacementOf(group)));
+    BATON_ASSIGN_OR_RETURN(engine::GroupComms comms, engine::ConnectGroup(group));
+    options.backend = engine::MakeGroupBackendFactory(
+        w->loaded_.model.get(), group, std::make_shared<engine::GroupComms>(std::move(comms)));
+  }
   BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
   // One registration of the whole pool serves both directions (docs/transport.md).
   if (w->pool_region_ == nullptr) {
@@ -143,13 +212,15 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
                                                 *w->ucx_, w->engine_->kv_pool_data(),
                                                 static_cast<size_t>(w->engine_->kv_pool_bytes())));
   }
-  if (flags.role != "prefill") {
+  // A group takes no part in KV transfers yet: its K/V is spread over its ranks' pools,
+  // and the transfer path moves one pool's pages (docs/parallel.md).
+  if (flags.role != "prefill" && group_size == 1) {
     KvReceiverOptions ro;
     ro.default_lease = absl::Seconds(flags.kv_lease_seconds);
     w->receiver_ = KvReceiver::Create(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(), ro,
                                       &w->metrics_);
   }
-  if (flags.role != "decode") {
+  if (flags.role != "decode" && group_size == 1) {
     w->sender_ = std::make_unique<KvSender>(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(),
                                             KvSenderOptions{}, &w->metrics_);
   }
@@ -195,12 +266,31 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     return absl::UnavailableError(
         StrCat("cannot listen on ", address, "; is the port in use? Pick another with --port"));
   }
+  if (group_size > 1) {
+    // A group that lost a rank cannot serve again: say so to the router's health polls.
+    WorkerRuntime* self = w.get();
+    w->health_watch_ = std::thread([self] {
+      while (!self->stopping_.load()) {
+        if (absl::Status h = self->engine_->health(); !h.ok()) {
+          std::fprintf(stderr, "baton worker: %s; the group is NOT_SERVING\n",
+                       std::string(h.message()).c_str());
+          self->health_->Set("", grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+          self->health_->Set("baton.internal.v1.Worker",
+                             grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+          return;
+        }
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+      }
+    });
+  }
   return w;
 }
 
 WorkerRuntime::~WorkerRuntime() { Shutdown(absl::ZeroDuration()); }
 
 void WorkerRuntime::Shutdown(absl::Duration grace) {
+  stopping_ = true;
+  if (health_watch_.joinable()) health_watch_.join();
   if (server_ != nullptr) {
     health_->Shutdown();  // ends open Watch calls, which the server's Shutdown waits for
     server_->Shutdown(std::chrono::system_clock::now() + absl::ToChronoMilliseconds(grace));
@@ -219,6 +309,7 @@ void WorkerRuntime::Shutdown(absl::Duration grace) {
     engine_.reset();       // ends whatever is still open
   }
   ucx_.reset();
+  group_.reset();  // after the engine, whose backend tells the ranks to exit
 }
 
 }  // namespace baton::worker

@@ -4,8 +4,10 @@
 // `baton serve` runs beside its router in the same process.
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
@@ -17,6 +19,7 @@
 #include "service/http_server.h"
 #include "transport/registered_region.h"
 #include "transport/ucx_worker.h"
+#include "worker/group_ranks.h"
 #include "worker/kv_receiver.h"
 #include "worker/kv_sender.h"
 #include "worker/worker_metrics.h"
@@ -48,7 +51,22 @@ struct WorkerFlags {
   int debug_step_delay_ms = 0;   // tests only (EngineOptions::debug_step_delay)
   double kv_lease_seconds = 60;  // decode side: a reservation's default lease
   int metrics_port = -1;         // Prometheus /metrics on host:port; -1: none, 0: any
+  // A worker group (docs/parallel.md): tp x pp ranks serving as one worker. Rank 0 (the
+  // leader) runs the engine and this API; on one host it starts the other ranks itself,
+  // as child processes that meet it through a private rendezvous directory.
+  int tensor_parallel_size = 1;
+  int pipeline_parallel_size = 1;
+  int group_rank = 0;
+  std::string group_store;  // the rendezvous directory; set by the leader for its ranks
+  int group_timeout_ms = 10000;
+  int pp_micro_batches = 0;  // 0: 2 x pipeline-parallel-size
+  int ready_fd = -1;         // a started rank writes its first line here too
+  int group_size() const { return tensor_parallel_size * pipeline_parallel_size; }
 };
+
+// The worker-group flags (--tensor-parallel-size/--tp, --pipeline-parallel-size/--pp,
+// --group-timeout-ms, and the hidden ones a leader gives its ranks).
+void AddGroupFlags(CLI::App* cmd, WorkerFlags* flags);
 
 // The engine flags (--threads, --kv-cache-memory, ..., --no-mmap); not --model, --host or
 // --port, which each command defines with its own meaning.
@@ -88,6 +106,9 @@ class WorkerRuntime {
   std::unique_ptr<service::HealthService> health_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
+  std::unique_ptr<GroupRanks> group_;  // the other ranks of this leader's group
+  std::thread health_watch_;           // NOT_SERVING once the group breaks
+  std::atomic<bool> stopping_{false};
 };
 
 }  // namespace baton::worker

@@ -21,7 +21,7 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 
-namespace baton::bench {
+namespace baton {
 
 struct CpuUsage {
   double cpu_s = 0;      // user plus system, all threads
@@ -63,4 +63,4 @@ class ChildProcess {
   std::string ready_line_;
 };
 
-}  // namespace baton::bench
+}  // namespace baton

@@ -1,4 +1,4 @@
-#include "bench/child_process.h"
+#include "common/child_process.h"
 
 #include <poll.h>
 #include <signal.h>
@@ -15,7 +15,7 @@
 
 #include "common/strings.h"
 
-namespace baton::bench {
+namespace baton {
 
 CpuUsage SelfUsage() {
   rusage u{};
@@ -117,4 +117,4 @@ bool ChildProcess::Stop(absl::Duration grace) {
   return clean && WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-}  // namespace baton::bench
+}  // namespace baton

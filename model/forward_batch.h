@@ -1,0 +1,36 @@
+// What one forward step computes: a ragged batch of sequences, each with some new tokens
+// (a prefill chunk, or one decode token) and the block table of its KV pages.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <vector>
+
+namespace baton::model {
+
+enum class LogitsWanted { kNone, kLast, kAll };
+
+struct SequenceInput {
+  std::span<const int32_t> tokens;       // the new tokens, at positions start_pos...
+  int64_t start_pos = 0;                 // tokens already in this sequence's KV pages
+  std::span<const int32_t> block_table;  // pages covering [0, start_pos + tokens.size())
+  LogitsWanted logits = LogitsWanted::kLast;
+};
+
+struct ForwardOutput {
+  // Rows of vocab_size floats, for the sequences in batch order: one row for kLast,
+  // tokens.size() rows for kAll, none for kNone.
+  std::vector<float> logits;
+  std::vector<int64_t> first_row;  // per sequence: its first logits row, or -1
+  int64_t vocab_size = 0;
+
+  std::span<const float> row(int64_t r) const {
+    return {logits.data() + r * vocab_size, static_cast<size_t>(vocab_size)};
+  }
+};
+
+// Logits rows the batch asks for, and each sequence's first row (or -1): the layout of
+// ForwardOutput.
+int64_t PlanLogitRows(std::span<const SequenceInput> batch, std::vector<int64_t>* first_row);
+
+}  // namespace baton::model

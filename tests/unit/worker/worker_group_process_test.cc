@@ -1,0 +1,300 @@
+// `baton worker --tensor-parallel-size/--pipeline-parallel-size` as users run it: the
+// leader starts its ranks as processes on this host, and the group serves the worker
+// API exactly as one rank computes (greedy and seeded). A rank killed with SIGKILL or
+// stopped with SIGSTOP mid-stream ends the client's stream with an error within 10 s,
+// turns the group NOT_SERVING, the other ranks exit, and a new group serves again.
+#include <dirent.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <regex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "baton/internal/v1/worker.grpc.pb.h"
+#include "engine/generator.h"
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "gtest/gtest.h"
+#include "worker/worker_service.h"
+
+extern char** environ;
+
+namespace baton::worker {
+namespace {
+
+namespace pb = ::baton::internal::v1;
+using Clock = std::chrono::steady_clock;
+
+const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
+
+// Running (or stopped), not gone and not a zombie; the ranks are the leader's children,
+// so this reads /proc rather than waiting for them.
+bool Alive(pid_t pid) {
+  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+  std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const size_t paren = all.rfind(')');
+  return paren != std::string::npos && all.size() > paren + 2 && all[paren + 2] != 'Z' &&
+         all[paren + 2] != 'X';
+}
+
+// Children of `parent`, from /proc/*/stat.
+std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    const pid_t pid = static_cast<pid_t>(atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = all.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(all.substr(paren + 2));
+    std::string state;
+    pid_t ppid = 0;
+    fields >> state >> ppid;
+    if (ppid == parent && state != "Z") out.push_back(pid);
+  }
+  closedir(d);
+  return out;
+}
+
+class Leader {
+ public:
+  explicit Leader(std::vector<std::string> args) {
+    int fds[2];
+    EXPECT_EQ(pipe(fds), 0);
+    posix_spawn_file_actions_t actions;
+    posix_spawn_file_actions_init(&actions);
+    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
+    posix_spawn_file_actions_addclose(&actions, fds[0]);
+    args.insert(args.begin(), {BATON_BIN, "worker", "--model", kModel, "--port", "0", "--threads",
+                               "1", "--kv-cache-memory", "16MiB"});
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    EXPECT_EQ(posix_spawn(&pid_, BATON_BIN, &actions, nullptr, argv.data(), environ), 0);
+    posix_spawn_file_actions_destroy(&actions);
+    close(fds[1]);
+    out_ = fds[0];
+    const std::string line = FirstLine(120000);
+    std::smatch m;
+    EXPECT_TRUE(std::regex_search(line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) << line;
+    if (!m.empty()) {
+      channel_ = grpc::CreateChannel(m[1].str(), grpc::InsecureChannelCredentials());
+      stub_ = pb::Worker::NewStub(channel_);
+    }
+    ranks_ = ChildrenOf(pid_);
+  }
+  ~Leader() {
+    if (pid_ > 0) {
+      kill(pid_, SIGKILL);
+      waitpid(pid_, nullptr, 0);
+    }
+    for (pid_t r : ranks_) {
+      kill(r, SIGKILL);
+      waitpid(r, nullptr, WNOHANG);
+    }
+    close(out_);
+  }
+
+  std::string FirstLine(int timeout_ms) {
+    std::string line;
+    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
+    while (Clock::now() < deadline) {
+      pollfd p{out_, POLLIN, 0};
+      if (poll(&p, 1, 100) <= 0) continue;
+      char c;
+      if (read(out_, &c, 1) != 1) break;
+      if (c == '\n') return line;
+      line += c;
+    }
+    return "";
+  }
+
+  grpc::health::v1::HealthCheckResponse::ServingStatus Health() {
+    auto health = grpc::health::v1::Health::NewStub(channel_);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(2));
+    grpc::health::v1::HealthCheckResponse resp;
+    if (!health->Check(&ctx, {}, &resp).ok()) return grpc::health::v1::HealthCheckResponse::UNKNOWN;
+    return resp.status();
+  }
+
+  pb::Worker::Stub* stub() { return stub_.get(); }
+  const std::vector<pid_t>& ranks() const { return ranks_; }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  int out_ = -1;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<pb::Worker::Stub> stub_;
+  std::vector<pid_t> ranks_;
+};
+
+pb::GenerateRequest Request(int max_tokens, bool greedy) {
+  pb::GenerateRequest req;
+  for (int i = 0; i < 30; ++i) req.add_prompt_ids(10 + 7 * i);
+  req.mutable_params()->set_max_tokens(max_tokens);
+  if (greedy) req.mutable_params()->set_temperature(0);
+  req.mutable_params()->set_seed(3);
+  req.mutable_params()->set_ignore_eos(true);
+  req.set_detokenize(true);
+  return req;
+}
+
+void ExpectOneRanksTokens(Leader& leader) {
+  for (bool greedy : {true, false}) {
+    const pb::GenerateRequest req = Request(20, greedy);
+    grpc::ClientContext ctx;
+    auto reader = leader.stub()->Generate(&ctx, req);
+    std::vector<int32_t> ids;
+    std::string text;
+    pb::GenerateResponse r;
+    while (reader->Read(&r)) {
+      ids.insert(ids.end(), r.token_ids().begin(), r.token_ids().end());
+      text += r.text();
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+    auto loaded = engine::LoadModel(kModel);
+    ASSERT_TRUE(loaded.ok());
+    auto request = FromProto(req);
+    ASSERT_TRUE(request.ok());
+    ThreadPool threads(1);
+    auto alone =
+        engine::Generate(*loaded, &threads, request->prompt_ids, request->params, {}, nullptr);
+    ASSERT_TRUE(alone.ok());
+    EXPECT_EQ(ids, alone->output_ids) << (greedy ? "greedy" : "seeded");
+    EXPECT_EQ(text, alone->text);
+  }
+}
+
+TEST(WorkerGroupProcess, TensorParallelGroupServesOneRanksTokens) {
+  Leader leader({"--tensor-parallel-size", "2"});
+  ASSERT_NE(leader.stub(), nullptr);
+  EXPECT_EQ(leader.ranks().size(), 1u);
+  EXPECT_EQ(leader.Health(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ExpectOneRanksTokens(leader);
+}
+
+TEST(WorkerGroupProcess, PipelineAndTensorParallelGroupServesOneRanksTokens) {
+  Leader leader({"--tp", "2", "--pp", "2"});
+  ASSERT_NE(leader.stub(), nullptr);
+  EXPECT_EQ(leader.ranks().size(), 3u);
+  ExpectOneRanksTokens(leader);
+}
+
+// Streams a long request, does `hurt` to rank 1 after the first tokens, and checks what
+// the client and the processes see.
+void HurtARankMidStream(int signal) {
+  Leader leader(
+      {"--tp", "2", "--pp", "2", "--group-timeout-ms", "2000", "--debug-step-delay-ms", "20"});
+  ASSERT_NE(leader.stub(), nullptr);
+  ASSERT_EQ(leader.ranks().size(), 3u);
+  const pid_t rank1 = leader.ranks()[1];
+  grpc::ClientContext ctx;
+  auto reader = leader.stub()->Generate(&ctx, Request(400, true));
+  pb::GenerateResponse r;
+  int tokens = 0;
+  while (tokens < 3 && reader->Read(&r)) tokens += r.token_ids_size();
+  ASSERT_EQ(tokens, 3);
+  const auto hurt_at = Clock::now();
+  kill(rank1, signal);
+  while (reader->Read(&r)) {
+  }
+  const grpc::Status end = reader->Finish();
+  const auto ended = Clock::now() - hurt_at;
+  EXPECT_FALSE(end.ok());
+  EXPECT_EQ(end.error_code(), grpc::StatusCode::UNAVAILABLE) << end.error_message();
+  EXPECT_LT(ended, std::chrono::seconds(10));
+  // NOT_SERVING, and the leader still answers (it does not hang).
+  auto deadline = hurt_at + std::chrono::seconds(5);
+  auto health = leader.Health();
+  while (health != grpc::health::v1::HealthCheckResponse::NOT_SERVING && Clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    health = leader.Health();
+  }
+  EXPECT_EQ(health, grpc::health::v1::HealthCheckResponse::NOT_SERVING);
+  // A new request is refused at once with the group's error.
+  grpc::ClientContext ctx2;
+  auto again = leader.stub()->Generate(&ctx2, Request(4, true));
+  while (again->Read(&r)) {
+  }
+  EXPECT_EQ(again->Finish().error_code(), grpc::StatusCode::UNAVAILABLE);
+  // The other ranks leave their collectives and exit instead of waiting forever.
+  deadline = hurt_at + std::chrono::seconds(10);
+  for (pid_t r : leader.ranks()) {
+    if (r == rank1) continue;
+    while (Clock::now() < deadline && Alive(r)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+    EXPECT_FALSE(Alive(r)) << "rank pid " << r << " still runs";
+  }
+  if (signal == SIGSTOP) kill(rank1, SIGKILL);
+  // A new group serves again.
+  Leader fresh({"--tp", "2"});
+  ASSERT_NE(fresh.stub(), nullptr);
+  grpc::ClientContext ctx3;
+  auto ok = fresh.stub()->Generate(&ctx3, Request(4, true));
+  int got = 0;
+  while (ok->Read(&r)) got += r.token_ids_size();
+  EXPECT_TRUE(ok->Finish().ok());
+  EXPECT_EQ(got, 4);
+}
+
+TEST(WorkerGroupProcess, KillNineOfARankEndsTheStreamAndTheGroup) { HurtARankMidStream(SIGKILL); }
+
+TEST(WorkerGroupProcess, SigstopOfARankEndsTheStreamAndTheGroup) { HurtARankMidStream(SIGSTOP); }
+
+TEST(WorkerGroupProcess, ALeaderThatStopsTakesItsRanksWithIt) {
+  std::vector<pid_t> ranks;
+  {
+    Leader leader({"--tp", "2"});
+    ranks = leader.ranks();
+    ASSERT_EQ(ranks.size(), 1u);
+    EXPECT_TRUE(Alive(ranks[0]));
+    kill(leader.pid(), SIGTERM);
+    int status = 0;
+    for (int i = 0; i < 1000 && waitpid(leader.pid(), &status, WNOHANG) == 0; ++i) usleep(10000);
+  }
+  // The rank was the leader's child: it is gone (reaped by init) within a moment.
+  for (int i = 0; i < 200 && Alive(ranks[0]); ++i) usleep(10000);
+  EXPECT_FALSE(Alive(ranks[0]));
+}
+
+TEST(WorkerGroupProcess, ASplitThatCutsHeadsIsRefusedWithTheFlagsName) {
+  int fds[2];
+  ASSERT_EQ(pipe(fds), 0);
+  posix_spawn_file_actions_t actions;
+  posix_spawn_file_actions_init(&actions);
+  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
+  std::vector<std::string> args = {BATON_BIN, "worker", "--model",           kModel, "--port", "0",
+                                   "--tp",    "3",      "--kv-cache-memory", "16MiB"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  pid_t pid;
+  ASSERT_EQ(posix_spawn(&pid, BATON_BIN, &actions, nullptr, argv.data(), environ), 0);
+  close(fds[1]);
+  std::string err;
+  char buf[512];
+  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) err.append(buf, n);
+  close(fds[0]);
+  int status = 0;
+  waitpid(pid, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_NE(err.find("--tensor-parallel-size 3"), std::string::npos) << err;
+}
+
+}  // namespace
+}  // namespace baton::worker
