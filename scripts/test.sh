@@ -8,6 +8,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
+# Paths relative to the checkout, and the build directory left out of the hash (it is in
+# the debug info's compile dir otherwise): a fresh clone elsewhere hits the same cache.
+export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}"
+export CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
 jobs="${BATON_JOBS:-$(nproc)}"
 
 scripts/install_deps.sh
