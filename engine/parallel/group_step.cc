@@ -25,7 +25,7 @@ class Reader {
   bool GetInts(std::vector<int32_t>* v, int64_t n) {
     if (static_cast<int64_t>((bytes_.size() - pos_) / sizeof(int32_t)) < n) return false;
     v->resize(n);
-    std::memcpy(v->data(), bytes_.data() + pos_, n * sizeof(int32_t));
+    if (n > 0) std::memcpy(v->data(), bytes_.data() + pos_, n * sizeof(int32_t));
     pos_ += n * sizeof(int32_t);
     return true;
   }
@@ -96,8 +96,9 @@ std::string EncodeGroupStep(const GroupStep& plan) {
     Put<int32_t>(&out, static_cast<int32_t>(s.logits));
   }
   for (int32_t e : plan.micro_ends) Put<int32_t>(&out, e);
-  out.append(reinterpret_cast<const char*>(plan.tokens.data()), plan.tokens.size() * 4);
-  out.append(reinterpret_cast<const char*>(plan.blocks.data()), plan.blocks.size() * 4);
+  for (const std::vector<int32_t>* ints : {&plan.tokens, &plan.blocks}) {
+    if (!ints->empty()) out.append(reinterpret_cast<const char*>(ints->data()), ints->size() * 4);
+  }
   return out;
 }
 

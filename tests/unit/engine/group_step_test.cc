@@ -36,6 +36,17 @@ TEST(GroupStep, RoundTrips) {
   }
 }
 
+TEST(GroupStep, RoundTripsAPlanWithoutBlocks) {
+  // Found by fuzz_group_step: no blocks at all must not hand memcpy a null pointer.
+  const std::vector<std::vector<int32_t>> tokens = {{1}};
+  const std::vector<std::vector<int32_t>> blocks = {{}};
+  const GroupStep plan = PlanGroupStep(Batch(tokens, blocks), 1);
+  auto decoded = DecodeGroupStep(StepOp::kForward, EncodeGroupStep(plan));
+  ASSERT_TRUE(decoded.ok()) << decoded.status();
+  EXPECT_TRUE(decoded->blocks.empty());
+  EXPECT_EQ(EncodeGroupStep(*decoded), EncodeGroupStep(plan));
+}
+
 TEST(GroupStep, MicroBatchesCoverTheBatchWithOneSequenceAtLeastEach) {
   std::vector<std::vector<int32_t>> tokens, blocks;
   for (int i = 0; i < 7; ++i) {

@@ -285,6 +285,7 @@ TEST(WorkerGroupProcess, ASplitThatCutsHeadsIsRefusedWithTheFlagsName) {
   argv.push_back(nullptr);
   pid_t pid;
   ASSERT_EQ(posix_spawn(&pid, BATON_BIN, &actions, nullptr, argv.data(), environ), 0);
+  posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   std::string err;
   char buf[512];
