@@ -10,27 +10,11 @@ command -v curl >/dev/null || { echo "SKIP: curl is not installed"; exit 77; }
 out=$(mktemp -d)
 trap 'kill -9 $(jobs -p) 2>/dev/null || true; rm -rf "$out"' EXIT
 
-start() {  # name, extra flags...; the port goes to $out/NAME.port
-  local name=$1
-  shift
-  "$baton" serve --model "$src/models/baton-tiny" --port 0 --grpc-port -1 --threads 1 \
-    --kv-cache-memory 16MiB --ucx-tls tcp "$@" >"$out/$name.out" 2>"$out/$name.err" &
-  echo $! >"$out/$name.pid"
-  for _ in $(seq 1 300); do
-    grep -q "serving" "$out/$name.out" 2>/dev/null && break
-    sleep 0.1
-  done
-  sed -n 's/.*http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$name.out" | head -1 >"$out/$name.port"
-}
+# shellcheck source=serve_lib.sh
+source "$(dirname "$0")/serve_lib.sh"
 
-complete() {  # port
-  curl -sf "http://127.0.0.1:$1/v1/completions" -H 'content-type: application/json' \
-    -d '{"prompt": "Once upon a time", "max_tokens": 24, "temperature": 0.7, "seed": 11}' |
-    python3 -c 'import json,sys; c=json.load(sys.stdin)["choices"][0]; print(c["text"]); print(c["finish_reason"])'
-}
-
-start plain
-start split --prefill 1 --decode 1
+start plain --ucx-tls tcp
+start split --ucx-tls tcp --prefill 1 --decode 1
 plain_port=$(cat "$out/plain.port")
 split_port=$(cat "$out/split.port")
 [ -n "$plain_port" ] && [ -n "$split_port" ] || { cat "$out"/*.err; echo "FAIL: no port"; exit 1; }
