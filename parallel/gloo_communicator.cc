@@ -290,16 +290,22 @@ absl::StatusOr<std::unique_ptr<Communicator>> ConnectGloo(const GlooOptions& opt
     attr.hostname = options.address;
     auto device = gloo::transport::tcp::CreateDevice(attr);
     auto context = std::make_shared<gloo::rendezvous::Context>(options.rank, options.size);
-    context->setTimeout(options.timeout);
-    GlooStoreAdapter adapter(options.store, options.timeout);
+    const std::chrono::milliseconds meet =
+        options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.timeout;
+    context->setTimeout(meet);
+    GlooStoreAdapter adapter(options.store, meet);
     gloo::rendezvous::PrefixStore prefixed(options.prefix, adapter);
     context->connectFullMesh(prefixed, device);
+    context->setTimeout(options.timeout);
     return std::unique_ptr<Communicator>(new GlooCommunicator(
         std::move(context), absl::StrCat("group '", options.prefix, "'"), options.timeout));
   } catch (const std::exception& e) {
-    return absl::DeadlineExceededError(
-        absl::StrCat("group '", options.prefix, "' rank ", options.rank, "/", options.size,
-                     ": rendezvous failed within ", options.timeout.count(), " ms: ", e.what()));
+    return absl::DeadlineExceededError(absl::StrCat(
+        "group '", options.prefix, "' rank ", options.rank, "/", options.size,
+        ": rendezvous failed within ",
+        (options.rendezvous_timeout.count() > 0 ? options.rendezvous_timeout : options.timeout)
+            .count(),
+        " ms: ", e.what()));
   }
 }
 

@@ -21,7 +21,10 @@ struct GlooOptions {
   std::string prefix = "world";
   // The address this rank's gloo listener binds to: the interface the group talks over.
   std::string address = "127.0.0.1";
-  std::chrono::milliseconds timeout{30000};  // rendezvous and every call
+  std::chrono::milliseconds timeout{30000};  // every call, and the rendezvous unless:
+  // How long the rendezvous waits for the other ranks (0: `timeout`). Ranks on several
+  // hosts start at different times and each loads its shard first.
+  std::chrono::milliseconds rendezvous_timeout{0};
 };
 
 // Every rank of the group calls this with the same store, prefix and size; it returns

@@ -4,10 +4,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
 #include <filesystem>
 #include <thread>
 
+#include "common/mapped_file.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/strings.h"
@@ -71,13 +73,88 @@ std::vector<int> GroupRanks::pids() const {
   return out;
 }
 
+absl::Status CheckGroupFlags(const WorkerFlags& f) {
+  const int size = f.group_size();
+  if (f.group_size_flag != 0 && f.group_size_flag != size) {
+    return absl::InvalidArgumentError(
+        StrCat("--group-size ", f.group_size_flag, " is not --tensor-parallel-size ",
+               f.tensor_parallel_size, " x --pipeline-parallel-size ", f.pipeline_parallel_size,
+               " = ", size, "; give the same parallel sizes on every rank"));
+  }
+  if (f.group_rank >= size) {
+    return absl::InvalidArgumentError(StrCat("--group-rank ", f.group_rank,
+                                             " is outside a group of ", size,
+                                             " ranks (--tensor-parallel-size x "
+                                             "--pipeline-parallel-size); it must be 0 to ",
+                                             size - 1));
+  }
+  if (!f.group_leader.empty()) {
+    std::string host;
+    int port = 0;
+    BATON_RETURN_IF_ERROR(parallel::SplitHostPort(f.group_leader, "--group-leader", &host, &port));
+    if (f.internal_token_file.empty()) {
+      return absl::InvalidArgumentError(
+          "--group-leader needs --internal-token-file: the group's rendezvous port is open to "
+          "the network, so every rank proves it belongs with the same secret file "
+          "(e.g. `head -c 32 /dev/urandom | base64 > token`, copied to every host)");
+    }
+    if (size == 1) {
+      return absl::InvalidArgumentError(
+          "--group-leader is for a group of several ranks; give --tensor-parallel-size or "
+          "--pipeline-parallel-size");
+    }
+  } else if (f.group_rank > 0 && f.group_store.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("--group-rank ", f.group_rank,
+               " needs --group-leader HOST:PORT (rank 0's address) to meet its group; on one host, "
+               "run only rank 0: it starts the other ranks itself"));
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<std::string> ReadInternalToken(const WorkerFlags& f) {
+  absl::StatusOr<std::string> token =
+      ReadFileToString(f.internal_token_file, parallel::kMaxTokenFileBytes);
+  if (!token.ok()) {
+    return absl::Status(token.status().code(),
+                        StrCat("--internal-token-file: ", token.status().message()));
+  }
+  while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back()))) {
+    token->pop_back();
+  }
+  if (token->size() < parallel::kMinTokenBytes) {
+    return absl::InvalidArgumentError(
+        StrCat("--internal-token-file ", f.internal_token_file, " holds ", token->size(),
+               " bytes; a token is at least ", parallel::kMinTokenBytes,
+               " (e.g. `head -c 32 /dev/urandom | base64 > token`)"));
+  }
+  return token;
+}
+
+absl::StatusOr<std::unique_ptr<parallel::TcpStoreServer>> ServeGroupRendezvous(
+    const WorkerFlags& f, engine::GroupOptions* group) {
+  parallel::TcpStoreServerOptions o;
+  BATON_RETURN_IF_ERROR(
+      parallel::SplitHostPort(f.group_leader, "--group-leader", &o.host, &o.port));
+  if (o.host == "0.0.0.0" || o.host == "::") {
+    return absl::InvalidArgumentError(
+        StrCat("--group-leader ", f.group_leader,
+               " is not an address the other ranks can reach; give rank 0's own address"));
+  }
+  BATON_ASSIGN_OR_RETURN(o.token, ReadInternalToken(f));
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<parallel::TcpStoreServer> server,
+                         parallel::TcpStoreServer::Start(o));
+  group->address = o.host;
+  group->rendezvous_timeout = kMultiHostRendezvous;
+  std::fprintf(stderr, "baton worker: group leader: waiting up to %d min at %s for ranks 1 to %d\n",
+               static_cast<int>(kMultiHostRendezvous.count()), f.group_leader.c_str(),
+               f.group_size() - 1);
+  return server;
+}
+
 absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
   BlockStopSignals();
-  if (f.group_store.empty()) {
-    return absl::InvalidArgumentError(
-        "--group-rank above 0 needs the leader's rendezvous (--group-store); ranks on one host "
-        "are started by their leader, so run only rank 0 yourself");
-  }
+  BATON_RETURN_IF_ERROR(CheckGroupFlags(f));
   engine::GroupOptions g;
   g.tp_size = f.tensor_parallel_size;
   g.pp_size = f.pipeline_parallel_size;
@@ -85,12 +162,6 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
   g.address = f.host;
   g.timeout = std::chrono::milliseconds(f.group_timeout_ms);
   g.micro_batches = f.pp_micro_batches;
-  parallel::FileStore store(f.group_store);
-  g.store = &store;
-  if (g.rank < 1 || g.rank >= f.group_size()) {
-    return absl::InvalidArgumentError(
-        StrCat("--group-rank ", g.rank, " is outside a group of ", f.group_size(), " ranks"));
-  }
 
   // Health first, so that the leader (and a prober) sees this rank while it loads.
   service::HealthService health({""});
@@ -120,6 +191,23 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
     WaitForStopSignal();
     std::_Exit(0);
   }).detach();
+
+  std::unique_ptr<parallel::Store> store;
+  if (!f.group_leader.empty()) {
+    // Reach the leader first: a wrong token or address fails now, not after the load.
+    BATON_ASSIGN_OR_RETURN(std::string token, ReadInternalToken(f));
+    std::fprintf(stderr, "%s: group rank %d: meeting the leader at %s\n", name.c_str(), g.rank,
+                 f.group_leader.c_str());
+    BATON_ASSIGN_OR_RETURN(
+        std::unique_ptr<parallel::TcpStore> tcp,
+        parallel::TcpStore::Connect(f.group_leader, token, kMultiHostRendezvous));
+    g.address = tcp->local_address();  // the interface that reaches the leader
+    g.rendezvous_timeout = kMultiHostRendezvous;
+    store = std::move(tcp);
+  } else {
+    store = std::make_unique<parallel::FileStore>(f.group_store);
+  }
+  g.store = store.get();
 
   model::OpenOptions open;
   open.use_mmap = !f.no_mmap;

@@ -4,12 +4,15 @@
 // leader serves the worker API for the whole group.
 #pragma once
 
+#include <chrono>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/child_process.h"
+#include "engine/parallel/worker_group.h"
+#include "parallel/tcp_store.h"
 
 namespace baton::worker {
 
@@ -32,6 +35,23 @@ class GroupRanks {
   std::string store_dir_;
   std::vector<std::unique_ptr<ChildProcess>> ranks_;
 };
+
+// The group flags checked together, each error naming its flags: --group-size against
+// tp x pp, --group-rank inside the group, a rank above 0 with a rendezvous to meet at,
+// --group-leader with a token.
+absl::Status CheckGroupFlags(const WorkerFlags& flags);
+
+// The token in --internal-token-file, without trailing whitespace.
+absl::StatusOr<std::string> ReadInternalToken(const WorkerFlags& flags);
+
+// Ranks on several hosts start at different times and each loads its shard before the
+// group meets: their rendezvous waits this long.
+inline constexpr std::chrono::minutes kMultiHostRendezvous{10};
+
+// Rank 0 of a multi-host group: serves the rendezvous at --group-leader and sets where
+// the leader's collectives bind and how long it waits for the others.
+absl::StatusOr<std::unique_ptr<parallel::TcpStoreServer>> ServeGroupRendezvous(
+    const WorkerFlags& flags, engine::GroupOptions* group);
 
 // A non-leader rank's whole life: health server, rendezvous, steps until the leader
 // shuts the group down (OK) or the group breaks (the error; the process then exits

@@ -104,8 +104,24 @@ void AddGroupFlags(CLI::App* cmd, WorkerFlags* f) {
                   "Pipeline micro-batches per step (0: twice the stages)")
       ->envname("BATON_PP_MICRO_BATCHES")
       ->check(CLI::Range(0, 1024));
+  cmd->add_option("--group-rank", f->group_rank,
+                  "This process's rank in a group spread over hosts (0: the leader, which "
+                  "serves the worker API); on one host the leader starts its ranks itself")
+      ->envname("BATON_GROUP_RANK")
+      ->check(CLI::Range(0, 4095));
+  cmd->add_option("--group-size", f->group_size_flag,
+                  "Ranks in the group: tensor x pipeline parallel size (checked when given)")
+      ->envname("BATON_GROUP_SIZE")
+      ->check(CLI::Range(0, 4096));
+  cmd->add_option("--group-leader", f->group_leader,
+                  "HOST:PORT where rank 0 serves the group's rendezvous (a multi-host group); "
+                  "every rank gives the same")
+      ->envname("BATON_GROUP_LEADER");
+  cmd->add_option("--internal-token-file", f->internal_token_file,
+                  "A file holding the cluster's secret token (16 to 4096 bytes); the group's "
+                  "rendezvous refuses callers without it")
+      ->envname("BATON_INTERNAL_TOKEN_FILE");
   // Set by a leader for the ranks it starts.
-  cmd->add_option("--group-rank", f->group_rank)->group("")->check(CLI::Range(0, 4095));
   cmd->add_option("--group-store", f->group_store)->group("");
   cmd->add_option("--ready-fd", f->ready_fd)->group("");
 }
@@ -120,6 +136,11 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
         StrCat("--role is '", flags.role, "'; it must be colocated, prefill or decode"));
   }
   const int group_size = flags.group_size();
+  BATON_RETURN_IF_ERROR(CheckGroupFlags(flags));
+  if (flags.group_rank > 0) {
+    return absl::InvalidArgumentError(StrCat("--group-rank ", flags.group_rank,
+                                             " runs as `baton worker`: only rank 0 serves here"));
+  }
   if (group_size > 1 && flags.role != "colocated") {
     return absl::UnimplementedError(StrCat(
         "a worker group (--tensor-parallel-size ", flags.tensor_parallel_size,
@@ -194,11 +215,16 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   BATON_ASSIGN_OR_RETURN(w->loaded_,
                          engine::LoadModel(flags.model, open, engine::PlacementOf(group)));
   if (group_size > 1) {
-    // The leader's shard is loaded first: a placement the model cannot take is refused
-    // before any rank starts.
-    BATON_ASSIGN_OR_RETURN(w->group_, GroupRanks::Start(flags, options.threads));
-    store = std::make_unique<parallel::FileStore>(w->group_->store_dir());
-    group.store = store.get();
+    if (flags.group_leader.empty()) {
+      // The leader's shard is loaded first: a placement the model cannot take is refused
+      // before any rank starts.
+      BATON_ASSIGN_OR_RETURN(w->group_, GroupRanks::Start(flags, options.threads));
+      store = std::make_unique<parallel::FileStore>(w->group_->store_dir());
+      group.store = store.get();
+    } else {
+      BATON_ASSIGN_OR_RETURN(w->group_store_, ServeGroupRendezvous(flags, &group));
+      group.store = w->group_store_.get();
+    }
     BATON_ASSIGN_OR_RETURN(
         options.shard, model::PlanShard(w->loaded_.model->config(), engine::PlacementOf(group)));
     BATON_ASSIGN_OR_RETURN(engine::GroupComms comms, engine::ConnectGroup(group));

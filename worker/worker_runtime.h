@@ -15,6 +15,7 @@
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "grpcpp/grpcpp.h"
+#include "parallel/tcp_store.h"
 #include "service/health_service.h"
 #include "service/http_server.h"
 #include "transport/registered_region.h"
@@ -58,6 +59,12 @@ struct WorkerFlags {
   int pipeline_parallel_size = 1;
   int group_rank = 0;
   std::string group_store;  // the rendezvous directory; set by the leader for its ranks
+  // Ranks on several hosts (docs/parallel.md): each is started by the operator with its
+  // --group-rank; they meet at rank 0's --group-leader HOST:PORT, which serves the
+  // rendezvous to callers holding the token in --internal-token-file.
+  int group_size_flag = 0;  // --group-size: 0, or tp x pp said again
+  std::string group_leader;
+  std::string internal_token_file;
   int group_timeout_ms = 10000;
   int pp_micro_batches = 0;  // 0: 2 x pipeline-parallel-size
   int ready_fd = -1;         // a started rank writes its first line here too
@@ -106,8 +113,9 @@ class WorkerRuntime {
   std::unique_ptr<service::HealthService> health_;  // outlives server_
   std::unique_ptr<grpc::Server> server_;
   int port_ = 0;
-  std::unique_ptr<GroupRanks> group_;  // the other ranks of this leader's group
-  std::thread health_watch_;           // NOT_SERVING once the group breaks
+  std::unique_ptr<GroupRanks> group_;                      // the other ranks of this leader's group
+  std::unique_ptr<parallel::TcpStoreServer> group_store_;  // a multi-host group's rendezvous
+  std::thread health_watch_;                               // NOT_SERVING once the group breaks
   std::atomic<bool> stopping_{false};
 };
 

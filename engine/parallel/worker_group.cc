@@ -80,6 +80,7 @@ absl::StatusOr<GroupComms> ConnectGroup(const GroupOptions& o) {
   g.store = o.store;
   g.address = o.address;
   g.timeout = o.timeout;
+  g.rendezvous_timeout = o.rendezvous_timeout;
   g.rank = o.rank;
   g.size = o.tp_size * o.pp_size;
   g.prefix = StrCat(o.name, "/world");

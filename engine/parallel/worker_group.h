@@ -51,6 +51,8 @@ struct GroupOptions {
   // stage (or one layer, within a stage) must take less.
   std::chrono::milliseconds timeout{10000};
   std::chrono::milliseconds keepalive{1000};
+  // How long ConnectGroup waits for the other ranks to meet (0: `timeout`).
+  std::chrono::milliseconds rendezvous_timeout{0};
   int micro_batches = 0;       // pipeline micro-batches per step; 0: 2 x pp
   std::string name = "group";  // store key prefix; one per group sharing a store
 };

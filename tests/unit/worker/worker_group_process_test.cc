@@ -2,12 +2,15 @@
 // leader starts its ranks as processes on this host, and the group serves the worker
 // API exactly as one rank computes (greedy and seeded). A rank killed with SIGKILL or
 // stopped with SIGSTOP mid-stream ends the client's stream with an error within 10 s,
-// turns the group NOT_SERVING, the other ranks exit, and a new group serves again.
+// turns the group NOT_SERVING, the other ranks exit, and a new group serves again. Ranks
+// started apart meet at the leader's --group-leader port with the shared token.
 #include <dirent.h>
 #include <fcntl.h>
+#include <netinet/in.h>
 #include <poll.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -272,19 +275,20 @@ TEST(WorkerGroupProcess, ALeaderThatStopsTakesItsRanksWithIt) {
   EXPECT_FALSE(Alive(ranks[0]));
 }
 
-TEST(WorkerGroupProcess, ASplitThatCutsHeadsIsRefusedWithTheFlagsName) {
+// Runs `baton worker ARGS` to its end; its exit status and what it wrote to stderr.
+std::pair<int, std::string> RunToExit(std::vector<std::string> args) {
   int fds[2];
-  ASSERT_EQ(pipe(fds), 0);
+  EXPECT_EQ(pipe(fds), 0);
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
-  std::vector<std::string> args = {BATON_BIN, "worker", "--model",           kModel, "--port", "0",
-                                   "--tp",    "3",      "--kv-cache-memory", "16MiB"};
+  args.insert(args.begin(), {BATON_BIN, "worker", "--model", kModel, "--port", "0",
+                             "--kv-cache-memory", "16MiB"});
   std::vector<char*> argv;
   for (std::string& a : args) argv.push_back(a.data());
   argv.push_back(nullptr);
   pid_t pid;
-  ASSERT_EQ(posix_spawn(&pid, BATON_BIN, &actions, nullptr, argv.data(), environ), 0);
+  EXPECT_EQ(posix_spawn(&pid, BATON_BIN, &actions, nullptr, argv.data(), environ), 0);
   posix_spawn_file_actions_destroy(&actions);
   close(fds[1]);
   std::string err;
@@ -293,8 +297,90 @@ TEST(WorkerGroupProcess, ASplitThatCutsHeadsIsRefusedWithTheFlagsName) {
   close(fds[0]);
   int status = 0;
   waitpid(pid, &status, 0);
+  return {status, err};
+}
+
+TEST(WorkerGroupProcess, ASplitThatCutsHeadsIsRefusedWithTheFlagsName) {
+  auto [status, err] = RunToExit({"--tp", "3"});
   EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
   EXPECT_NE(err.find("--tensor-parallel-size 3"), std::string::npos) << err;
+}
+
+// A port nothing listens on now (the kernel's choice of a free one).
+int FreePort() {
+  const int fd = socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a));
+  socklen_t len = sizeof(a);
+  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
+  close(fd);
+  return ntohs(a.sin_port);
+}
+
+std::string TokenFile(const std::string& name, const std::string& token) {
+  const std::string path = ::testing::TempDir() + "/" + name;
+  std::ofstream(path) << token << "\n";
+  return path;
+}
+
+// Ranks started one by one, as an operator (or a LeaderWorkerSet) starts them on their
+// hosts: rank 1 first, dialling the leader until it is up; they meet at the leader's
+// --group-leader port with the shared token, and serve one rank's tokens.
+TEST(WorkerGroupProcess, RanksStartedApartMeetAtTheLeaderAndServeOneRanksTokens) {
+  const std::string leader_at = "127.0.0.1:" + std::to_string(FreePort());
+  const std::string token = TokenFile("group_token", "a-secret-shared-by-every-rank-0123");
+  const std::vector<std::string> group = {
+      "--tp",           "2",       "--group-size",          "2",
+      "--group-leader", leader_at, "--internal-token-file", token};
+  std::vector<std::string> rank1_args = group;
+  rank1_args.insert(rank1_args.end(), {"--group-rank", "1"});
+  Leader rank1(rank1_args);  // its first line is its health port
+  std::vector<std::string> leader_args = group;
+  leader_args.insert(leader_args.end(), {"--group-rank", "0"});
+  Leader leader(leader_args);
+  ASSERT_NE(leader.stub(), nullptr);
+  EXPECT_TRUE(leader.ranks().empty());  // it started no rank of its own
+  EXPECT_EQ(leader.Health(), grpc::health::v1::HealthCheckResponse::SERVING);
+  ExpectOneRanksTokens(leader);
+
+  // A rank with another token is refused at the leader's door and exits with the reason.
+  const std::string wrong = TokenFile("wrong_token", "not-the-secret-of-this-group-0123");
+  auto [status, err] = RunToExit({"--tp", "2", "--group-rank", "1", "--group-leader", leader_at,
+                                  "--internal-token-file", wrong});
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_NE(err.find("--internal-token-file"), std::string::npos) << err;
+  // The group still serves.
+  ExpectOneRanksTokens(leader);
+}
+
+TEST(WorkerGroupProcess, MultiHostFlagsThatCannotMeetAreRefusedByName) {
+  const std::string token = TokenFile("group_token2", "a-secret-shared-by-every-rank-0123");
+  const struct {
+    std::vector<std::string> args;
+    const char* names;
+  } cases[] = {
+      {{"--tp", "2", "--group-rank", "1"}, "--group-leader"},
+      {{"--tp", "2", "--group-rank", "1", "--group-leader", "127.0.0.1:1"},
+       "--internal-token-file"},
+      {{"--tp", "2", "--group-size", "3", "--group-rank", "1", "--group-leader", "127.0.0.1:1",
+        "--internal-token-file", token},
+       "--group-size 3"},
+      {{"--tp", "2", "--group-rank", "2", "--group-leader", "127.0.0.1:1", "--internal-token-file",
+        token},
+       "--group-rank 2"},
+      {{"--tp", "2", "--group-leader", "nohostport", "--internal-token-file", token},
+       "--group-leader"},
+      {{"--tp", "2", "--group-leader", "127.0.0.1:1", "--internal-token-file",
+        TokenFile("short_token", "short")},
+       "at least 16"},
+  };
+  for (const auto& c : cases) {
+    auto [status, err] = RunToExit(c.args);
+    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << c.names << ": " << status;
+    EXPECT_NE(err.find(c.names), std::string::npos) << err;
+  }
 }
 
 }  // namespace
