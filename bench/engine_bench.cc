@@ -137,7 +137,7 @@ Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& pr
   prompt_tokens = static_cast<int>(
       std::min<int64_t>(prompt_tokens, cfg.max_position_embeddings - decode_tokens));
   const int64_t capacity = prompt_tokens + decode_tokens + 16;
-  auto pool = *engine::KvPool::Create(engine::KvLayoutFor(cfg, 16), (capacity + 15) / 16);
+  auto pool = *engine::KvPool::Create(engine::PageLayoutFor(cfg, 16), (capacity + 15) / 16);
   std::vector<int32_t> blocks;
   while (pool->num_free_blocks() > 0) blocks.push_back(*pool->Allocate());
   engine::ModelRunner runner(m, pool.get(), threads);

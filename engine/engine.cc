@@ -93,8 +93,8 @@ void RequestStream::Push(TokenEvent event) {
   cv_.notify_all();
 }
 
-int64_t KvPagesForBytes(const KvLayout& layout, int64_t bytes) {
-  return std::max<int64_t>(1, bytes / layout.bytes_per_block());
+int64_t KvPagesForBytes(const PageLayout& layout, int64_t bytes) {
+  return std::max<int64_t>(1, bytes / layout.page_bytes());
 }
 
 absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
@@ -111,8 +111,9 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
   if (options.threads < 0) {
     return absl::InvalidArgumentError(StrCat("threads is ", options.threads, "; it must be >= 0"));
   }
-  const KvLayout layout = options.shard ? KvLayoutFor(*options.shard, config, options.block_size)
-                                        : KvLayoutFor(config, options.block_size);
+  const PageLayout layout = options.shard
+                                ? PageLayoutFor(*options.shard, config, options.block_size)
+                                : PageLayoutFor(config, options.block_size);
   int64_t bytes = options.kv_cache_bytes;
   if (bytes <= 0) {
     if (!(options.kv_cache_fraction > 0 && options.kv_cache_fraction <= 0.95)) {
@@ -126,10 +127,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
     }
     bytes = static_cast<int64_t>(options.kv_cache_fraction * static_cast<double>(available));
   }
-  if (bytes < layout.bytes_per_block()) {
+  if (bytes < layout.page_bytes()) {
     return absl::InvalidArgumentError(StrCat(
         "the KV cache budget is ", bytes, " bytes, less than one page of ", options.block_size,
-        " tokens (", layout.bytes_per_block(), " bytes for this model); give it more memory"));
+        " tokens (", layout.page_bytes(), " bytes for this model); give it more memory"));
   }
   std::unique_ptr<Engine> engine(new Engine(model, options));
   const int64_t pages = KvPagesForBytes(layout, bytes);
@@ -137,7 +138,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
   if (options.kv_pool_memory) {
     BATON_ASSIGN_OR_RETURN(memory,
                            options.kv_pool_memory(static_cast<size_t>(pages) *
-                                                  static_cast<size_t>(layout.bytes_per_block())));
+                                                  static_cast<size_t>(layout.page_bytes())));
   }
   BATON_ASSIGN_OR_RETURN(engine->pool_, KvPool::Create(layout, pages, memory));
   engine->threads_ = std::make_unique<ThreadPool>(options.threads);

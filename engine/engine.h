@@ -211,10 +211,10 @@ class Engine {
   // Frees a reservation that no request claimed. NotFound when none is live.
   absl::Status ReleaseKv(const std::string& transfer_id);
   // The page pool's memory, for registering it with a transport. Pages are
-  // layout.bytes_per_block() apart from page 0.
+  // layout.page_bytes() apart from page 0.
   float* kv_pool_data() { return pool_->block_data(0); }
-  int64_t kv_pool_bytes() const { return pool_->num_blocks() * pool_->layout().bytes_per_block(); }
-  const KvLayout& kv_layout() const { return pool_->layout(); }
+  int64_t kv_pool_bytes() const { return pool_->num_blocks() * pool_->layout().page_bytes(); }
+  const PageLayout& kv_layout() const { return pool_->layout(); }
   // The chained hashes of the full blocks of `prompt_ids` in `cache_salt`'s namespace.
   std::vector<kvcache::BlockHash> PromptBlockHashes(std::span<const int32_t> prompt_ids,
                                                     const std::string& cache_salt) const;
@@ -289,6 +289,6 @@ class Engine {
 };
 
 // Pages for a KV cache of `bytes` (whole pages; at least 1).
-int64_t KvPagesForBytes(const KvLayout& layout, int64_t bytes);
+int64_t KvPagesForBytes(const PageLayout& layout, int64_t bytes);
 
 }  // namespace baton::engine

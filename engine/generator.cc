@@ -45,7 +45,7 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
   const int64_t capacity = prompt_len + std::min(params.max_tokens, context - prompt_len);
 
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool,
-                         KvPool::Create(KvLayoutFor(config, options.block_size),
+                         KvPool::Create(PageLayoutFor(config, options.block_size),
                                         (capacity + options.block_size - 1) / options.block_size));
   std::vector<int32_t> blocks;
   while (pool->num_free_blocks() > 0) blocks.push_back(*pool->Allocate());

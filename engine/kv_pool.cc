@@ -16,13 +16,13 @@ void KvPool::Unmapper::operator()(float* p) const {
   if (bytes > 0) ::munmap(p, bytes);
 }
 
-KvPool::KvPool(const KvLayout& layout, int64_t num_blocks)
+KvPool::KvPool(const PageLayout& layout, int64_t num_blocks)
     : layout_(layout), num_blocks_(num_blocks), allocated_(num_blocks, false) {
   free_.reserve(num_blocks);
   for (int64_t b = num_blocks - 1; b >= 0; --b) free_.push_back(static_cast<int32_t>(b));
 }
 
-absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, int64_t num_blocks,
+absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const PageLayout& layout, int64_t num_blocks,
                                                        void* memory) {
   if (layout.num_layers < 1 || layout.num_kv_heads < 1 || layout.head_dim < 1 ||
       layout.block_size < 1 || layout.block_size > 1024) {
@@ -31,11 +31,15 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const KvLayout& layout, i
                "got block_size ",
                layout.block_size));
   }
+  if (layout.dtype != "f32") {
+    return absl::InvalidArgumentError(
+        StrCat("the CPU KV pool holds f32 pages; the layout's dtype is ", layout.dtype));
+  }
   if (num_blocks < 1 || num_blocks > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError(
         StrCat("KV pool num_blocks must be in [1, 2^30], got ", num_blocks));
   }
-  const uint64_t bytes = static_cast<uint64_t>(num_blocks) * layout.bytes_per_block();
+  const uint64_t bytes = static_cast<uint64_t>(num_blocks) * layout.page_bytes();
   std::unique_ptr<KvPool> pool(new KvPool(layout, num_blocks));
   if (memory != nullptr) {
     if (reinterpret_cast<uintptr_t>(memory) % 64 != 0) {

@@ -22,7 +22,7 @@ struct KvRange {
 // Calls fn(KvRange) for layer `layer`'s K/V of positions [start, start + count), skipping
 // blocks before `first_block`, in block order, K before V.
 template <typename Fn>
-void ForEachLayerRange(const KvLayout& layout, int64_t layer, int64_t start, int64_t count,
+void ForEachLayerRange(const PageLayout& layout, int64_t layer, int64_t start, int64_t count,
                        int64_t first_block, Fn&& fn) {
   const int64_t bs = layout.block_size;
   const int64_t row = layout.num_kv_heads * layout.head_dim * int64_t{sizeof(float)};
@@ -44,12 +44,12 @@ void ForEachLayerRange(const KvLayout& layout, int64_t layer, int64_t start, int
 // Calls fn(KvRange) for every layer's K/V of the positions of block `block` below
 // `prompt_len`: the whole of a full block in one range, else per layer K then V.
 template <typename Fn>
-void ForEachBlockRange(const KvLayout& layout, int64_t block, int64_t prompt_len, Fn&& fn) {
+void ForEachBlockRange(const PageLayout& layout, int64_t block, int64_t prompt_len, Fn&& fn) {
   const int64_t bs = layout.block_size;
   const int64_t filled = std::min(prompt_len - block * bs, bs);
   if (filled <= 0) return;
   if (filled == bs) {
-    fn(KvRange{block, 0, layout.bytes_per_block()});
+    fn(KvRange{block, 0, layout.page_bytes()});
     return;
   }
   for (int64_t layer = 0; layer < layout.num_layers; ++layer) {
@@ -63,7 +63,7 @@ void ForEachBlockRange(const KvLayout& layout, int64_t block, int64_t prompt_len
 // before `first_block` (the receiver has them) and positions past the prompt are skipped.
 class KvPushCursor {
  public:
-  KvPushCursor(const KvLayout& layout, int64_t first_block, int64_t prompt_len)
+  KvPushCursor(const PageLayout& layout, int64_t first_block, int64_t prompt_len)
       : layout_(layout), first_block_(first_block), prompt_len_(prompt_len) {}
 
   template <typename Fn>
@@ -81,7 +81,7 @@ class KvPushCursor {
   }
 
  private:
-  KvLayout layout_;
+  PageLayout layout_;
   int64_t first_block_;
   int64_t prompt_len_;
   bool started_ = false;

@@ -14,24 +14,39 @@ model::Shard WholeModel(const model::ModelConfig& config) {
 
 }  // namespace
 
-KvLayout KvLayoutFor(const model::ModelConfig& config, int64_t block_size) {
-  return KvLayout{config.num_layers, config.num_kv_heads, config.head_dim, block_size};
+PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size) {
+  PageLayout out;
+  out.num_layers = config.num_layers;
+  out.num_kv_heads = config.num_kv_heads;
+  out.head_dim = config.head_dim;
+  out.block_size = block_size;
+  return out;
 }
 
-KvLayout KvLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
-                     int64_t block_size) {
-  return KvLayout{shard.num_layers(), shard.num_kv_heads, config.head_dim, block_size};
+PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
+                         int64_t block_size) {
+  PageLayout out = PageLayoutFor(config, block_size);
+  out.num_layers = shard.num_layers();
+  out.num_kv_heads = shard.num_kv_heads;
+  out.first_layer = shard.layer_begin;
+  out.first_kv_head = shard.kv_head_begin;
+  out.tp_rank = shard.at.tp_rank;
+  out.tp_size = shard.at.tp_size;
+  out.pp_rank = shard.at.pp_rank;
+  out.pp_size = shard.at.pp_size;
+  return out;
 }
 
 model::KvPages KvPagesOf(KvPool* pool) {
-  return model::KvPages{pool->block_data(0), pool->num_blocks(), pool->layout().floats_per_block(),
-                        pool->layer_stride(), pool->layout().block_size};
+  return model::KvPages{pool->block_data(0), pool->num_blocks(),
+                        pool->layout().elements_per_block(), pool->layer_stride(),
+                        pool->layout().block_size};
 }
 
 ModelRunner::ModelRunner(const model::Model& model, KvPool* pool, ThreadPool* threads)
     : pool_(pool), forward_(model, WholeModel(model.config()), threads, nullptr) {
-  const KvLayout want = KvLayoutFor(model.config(), pool->layout().block_size);
-  const KvLayout& have = pool->layout();
+  const PageLayout want = PageLayoutFor(model.config(), pool->layout().block_size);
+  const PageLayout& have = pool->layout();
   BATON_CHECK(have.num_layers == want.num_layers && have.num_kv_heads == want.num_kv_heads &&
               have.head_dim == want.head_dim);
 }

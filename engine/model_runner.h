@@ -24,16 +24,16 @@ namespace baton::engine {
 
 // The KV layout a model needs, for a given block size: every layer and KV head, or those
 // of one rank's shard.
-KvLayout KvLayoutFor(const model::ModelConfig& config, int64_t block_size);
-KvLayout KvLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
-                     int64_t block_size);
+PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size);
+PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
+                         int64_t block_size);
 // The pool as the forward addresses it.
 model::KvPages KvPagesOf(KvPool* pool);
 
 class ModelRunner : public Backend {
  public:
   // `model`, `pool` and `threads` must outlive the runner. The pool's layout must match
-  // the model's (KvLayoutFor).
+  // the model's (PageLayoutFor).
   ModelRunner(const model::Model& model, KvPool* pool, ThreadPool* threads);
 
   absl::Status Forward(std::span<const SequenceInput> batch, ForwardOutput* out) override;

@@ -19,7 +19,7 @@ MAY_USE = {
     "tokenizer": ["common"],
     "model": ["kernels", "parallel", "common"],
     "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "common"],
-    "transport": ["engine", "common"],
+    "transport": ["engine", "kvcache", "common"],
     "service": ["proto", "common"],
     "router": ["service", "kvcache", "tokenizer", "proto", "common"],
     "worker": BELOW_SERVICES,

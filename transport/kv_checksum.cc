@@ -6,7 +6,7 @@
 
 namespace baton::transport {
 
-KvChecksum PromptKvChecksum(const void* pool, const engine::KvLayout& layout,
+KvChecksum PromptKvChecksum(const void* pool, const kvcache::PageLayout& layout,
                             std::span<const int32_t> pages, int64_t first_block,
                             int64_t prompt_len) {
   XXH3_state_t* state = XXH3_createState();
@@ -14,7 +14,7 @@ KvChecksum PromptKvChecksum(const void* pool, const engine::KvLayout& layout,
   XXH3_64bits_reset(state);
   KvChecksum out;
   const auto* base = static_cast<const std::byte*>(pool);
-  const int64_t page_bytes = layout.bytes_per_block();
+  const int64_t page_bytes = layout.page_bytes();
   for (size_t i = 0; i < pages.size(); ++i) {
     const int64_t block = first_block + static_cast<int64_t>(i);
     engine::ForEachBlockRange(layout, block, prompt_len, [&](const engine::KvRange& r) {

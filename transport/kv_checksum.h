@@ -19,7 +19,7 @@ struct KvChecksum {
 
 // `pool`: page 0 of the pool; `pages[i]` holds block first_block + i of a prompt of
 // `prompt_len` tokens. Precondition: the pages lie in the pool and cover the prompt.
-KvChecksum PromptKvChecksum(const void* pool, const engine::KvLayout& layout,
+KvChecksum PromptKvChecksum(const void* pool, const kvcache::PageLayout& layout,
                             std::span<const int32_t> pages, int64_t first_block,
                             int64_t prompt_len);
 

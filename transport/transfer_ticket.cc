@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <limits>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -31,7 +32,7 @@ absl::Status CheckBytes(std::string_view field, size_t size, size_t max) {
 }
 
 // The checks of a layout on its own: every dimension positive, a known dtype, a TP rank
-// inside its group, and page_bytes equal to the product it stands for.
+// inside its group, no negative offset, and a page size that does not overflow.
 absl::Status CheckLayoutSane(const PageLayout& layout, std::string_view field = "ticket.layout") {
   const struct {
     const char* name;
@@ -46,7 +47,7 @@ absl::Status CheckLayoutSane(const PageLayout& layout, std::string_view field = 
           StrCat(field, ".", dim.name, " is ", dim.value, "; it must be at least 1"));
     }
   }
-  const int64_t elem = DtypeBytes(layout.dtype);
+  const int64_t elem = kvcache::DtypeBytes(layout.dtype);
   if (elem <= 0) {
     // The dtype comes from a peer: quote it only when it is short and printable.
     const bool printable =
@@ -57,28 +58,34 @@ absl::Status CheckLayoutSane(const PageLayout& layout, std::string_view field = 
                printable ? StrCat("'", layout.dtype, "'") : StrCat(layout.dtype.size(), " bytes"),
                "; it must be one of f32, bf16, f16"));
   }
-  if (layout.tp_size < 1) {
-    return absl::InvalidArgumentError(
-        StrCat(field, ".tp_size is ", layout.tp_size, "; it must be at least 1"));
-  }
-  if (layout.tp_rank < 0 || layout.tp_rank >= layout.tp_size) {
-    return absl::InvalidArgumentError(StrCat(field, ".tp_rank is ", layout.tp_rank,
-                                             "; it must be in [0, tp_size ", layout.tp_size, ")"));
-  }
-  int64_t want = 2 * elem;  // K and V
-  for (const auto& dim : dims) {
-    if (__builtin_mul_overflow(want, dim.value, &want)) {
+  const struct {
+    const char* rank_name;
+    int32_t rank;
+    const char* size_name;
+    int32_t size;
+  } groups[] = {{"tp_rank", layout.tp_rank, "tp_size", layout.tp_size},
+                {"pp_rank", layout.pp_rank, "pp_size", layout.pp_size}};
+  for (const auto& g : groups) {
+    if (g.size < 1) {
       return absl::InvalidArgumentError(
-          StrCat(field,
-                 ": num_layers * 2 * block_size * num_kv_heads * head_dim * dtype bytes "
-                 "overflows int64"));
+          StrCat(field, ".", g.size_name, " is ", g.size, "; it must be at least 1"));
+    }
+    if (g.rank < 0 || g.rank >= g.size) {
+      return absl::InvalidArgumentError(StrCat(field, ".", g.rank_name, " is ", g.rank,
+                                               "; it must be in [0, ", g.size_name, " ", g.size,
+                                               ")"));
     }
   }
-  if (layout.page_bytes != want) {
+  if (layout.first_layer < 0 || layout.first_kv_head < 0) {
+    return absl::InvalidArgumentError(StrCat(field, ".first_layer is ", layout.first_layer,
+                                             " and first_kv_head ", layout.first_kv_head,
+                                             "; neither may be negative"));
+  }
+  if (!layout.checked_page_bytes()) {
     return absl::InvalidArgumentError(
-        StrCat(field, ".page_bytes is ", layout.page_bytes, "; num_layers ", layout.num_layers,
-               " * 2 * block_size ", layout.block_size, " * num_kv_heads ", layout.num_kv_heads,
-               " * head_dim ", layout.head_dim, " * ", elem, " (", layout.dtype, ") is ", want));
+        StrCat(field,
+               ": num_layers * 2 * block_size * num_kv_heads * head_dim * dtype bytes "
+               "overflows int64"));
   }
   return absl::OkStatus();
 }
@@ -102,11 +109,16 @@ absl::Status CheckLayoutMatches(const PageLayout& theirs, const PageLayout& ours
     return differs("block_size", theirs.block_size, ours.block_size);
   }
   if (theirs.dtype != ours.dtype) return differs("dtype", theirs.dtype, ours.dtype);
+  if (theirs.first_layer != ours.first_layer) {
+    return differs("first_layer", theirs.first_layer, ours.first_layer);
+  }
+  if (theirs.first_kv_head != ours.first_kv_head) {
+    return differs("first_kv_head", theirs.first_kv_head, ours.first_kv_head);
+  }
   if (theirs.tp_rank != ours.tp_rank) return differs("tp_rank", theirs.tp_rank, ours.tp_rank);
   if (theirs.tp_size != ours.tp_size) return differs("tp_size", theirs.tp_size, ours.tp_size);
-  if (theirs.page_bytes != ours.page_bytes) {
-    return differs("page_bytes", theirs.page_bytes, ours.page_bytes);
-  }
+  if (theirs.pp_rank != ours.pp_rank) return differs("pp_rank", theirs.pp_rank, ours.pp_rank);
+  if (theirs.pp_size != ours.pp_size) return differs("pp_size", theirs.pp_size, ours.pp_size);
   return absl::OkStatus();
 }
 
@@ -115,12 +127,6 @@ absl::Status CheckLayoutMatches(const PageLayout& theirs, const PageLayout& ours
 absl::Status CheckSenderLayout(const PageLayout& sender, const PageLayout& local) {
   BATON_RETURN_IF_ERROR(CheckLayoutSane(sender, "sender_layout"));
   return CheckLayoutMatches(sender, local, "sender");
-}
-
-int64_t DtypeBytes(const std::string& dtype) {
-  if (dtype == "f32") return 4;
-  if (dtype == "bf16" || dtype == "f16") return 2;
-  return 0;
 }
 
 absl::Status ValidateTicket(const TransferTicket& ticket, const PageLayout& local,
@@ -139,7 +145,7 @@ absl::Status ValidateTicket(const TransferTicket& ticket, const PageLayout& loca
   BATON_RETURN_IF_ERROR(CheckLayoutMatches(layout, local));
 
   // The registered pool: whole pages, and an address range that does not wrap.
-  const uint64_t page_bytes = static_cast<uint64_t>(layout.page_bytes);
+  const uint64_t page_bytes = static_cast<uint64_t>(layout.page_bytes());
   if (ticket.pool_bytes == 0) {
     return absl::InvalidArgumentError("ticket.pool_bytes is 0; the pool holds at least one page");
   }
@@ -244,17 +250,16 @@ absl::Status ValidateComplete(const TransferComplete& complete, const TransferTi
                                       "; the ticket has ", ticket.page_ids.size(), " pages"));
   }
   uint64_t want_bytes = 0;
-  if (ticket.layout.page_bytes < 0 ||
-      __builtin_mul_overflow(static_cast<uint64_t>(complete.blocks_written),
-                             static_cast<uint64_t>(ticket.layout.page_bytes), &want_bytes)) {
-    return absl::InvalidArgumentError(StrCat("ticket.layout.page_bytes ", ticket.layout.page_bytes,
-                                             " times blocks_written ", complete.blocks_written,
-                                             " is not a byte count"));
+  const std::optional<int64_t> page_bytes = ticket.layout.checked_page_bytes();
+  if (!page_bytes || __builtin_mul_overflow(static_cast<uint64_t>(complete.blocks_written),
+                                            static_cast<uint64_t>(*page_bytes), &want_bytes)) {
+    return absl::InvalidArgumentError(StrCat("the ticket's page size times blocks_written ",
+                                             complete.blocks_written, " is not a byte count"));
   }
   if (complete.bytes_written != want_bytes) {
     return absl::DataLossError(StrCat(
         "complete.bytes_written is ", complete.bytes_written, "; blocks_written ",
-        complete.blocks_written, " * page_bytes ", ticket.layout.page_bytes, " is ", want_bytes));
+        complete.blocks_written, " * page_bytes ", ticket.layout.page_bytes(), " is ", want_bytes));
   }
   if (complete.first_token < 0 || complete.first_token >= vocab_size) {
     return absl::InvalidArgumentError(StrCat("complete.first_token is ", complete.first_token,

@@ -15,28 +15,13 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
+#include "kvcache/page_layout.h"
 
 namespace baton::transport {
 
-// What a page holds, as both sides must agree on it. A receiver refuses a layout it does
-// not understand; it never guesses.
-struct PageLayout {
-  int64_t num_layers = 0;
-  int64_t num_kv_heads = 0;  // of this TP rank's slice
-  int64_t head_dim = 0;
-  int64_t block_size = 0;  // tokens per page
-  std::string dtype;       // "f32" today
-  int32_t tp_rank = 0;
-  int32_t tp_size = 1;
-  // Bytes of one page: num_layers * 2 (K, V) * block_size * num_kv_heads * head_dim * dtype
-  // size. Inside a page: [layer][K, V][position][kv head][head_dim] (engine/kv_pool.h).
-  int64_t page_bytes = 0;
-
-  bool operator==(const PageLayout&) const = default;
-};
-
-// Bytes of one element of `dtype`; 0 when unknown.
-int64_t DtypeBytes(const std::string& dtype);
+// What a page holds (kvcache/page_layout.h), as both sides must agree on it. A receiver
+// refuses a layout it does not understand; it never guesses.
+using kvcache::PageLayout;
 
 // The receiver's answer to a reservation.
 struct TransferTicket {
@@ -81,8 +66,9 @@ struct TicketLimits {
 // the peer is bounded, the layout matches exactly (FailedPrecondition naming both sides),
 // every page lies inside the registered pool, no page repeats, the lease has not expired
 // and is not absurdly long. InvalidArgument names the field and the bound.
-// A malformed layout (a dimension below 1, an unknown dtype, a tp_rank outside tp_size,
-// page_bytes not the product it stands for) is InvalidArgument; a well-formed one that
+// A malformed layout (a dimension below 1, an unknown dtype, a tp_rank outside tp_size or
+// a pp_rank outside pp_size, a negative first layer or head, a page size that overflows)
+// is InvalidArgument; a well-formed one that
 // differs from `local` is FailedPrecondition. A lease ending at or before `now` is
 // DeadlineExceeded. The checks and their order: docs/transport.md.
 absl::Status ValidateTicket(const TransferTicket& ticket, const PageLayout& local,

@@ -6,7 +6,6 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "transport/kv_checksum.h"
-#include "worker/page_layout.h"
 #include "worker/transfer_ticket_proto.h"
 #include "worker/worker_service.h"
 
@@ -71,7 +70,7 @@ KvReceiver::KvReceiver(engine::Engine* engine, transport::UcxWorker* ucx,
       ucx_(ucx),
       options_(options),
       metrics_(metrics),
-      layout_(PageLayoutOf(engine->kv_layout())),
+      layout_(engine->kv_layout()),
       region_(pool),
       leases_(options.max_leases),
       service_(std::make_unique<Service>(this)) {}

@@ -87,7 +87,7 @@ class KvReceiver {
   transport::UcxWorker* ucx_;
   KvReceiverOptions options_;
   WorkerMetrics* metrics_;
-  transport::PageLayout layout_;
+  kvcache::PageLayout layout_;
   const transport::RegisteredRegion* region_;
   transport::LeaseTable leases_;
   std::unique_ptr<Service> service_;

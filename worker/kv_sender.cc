@@ -5,7 +5,6 @@
 
 #include "common/status.h"
 #include "common/strings.h"
-#include "worker/page_layout.h"
 #include "worker/transfer_ticket_proto.h"
 #include "worker/ucx_kv_sink.h"
 #include "worker/worker_service.h"
@@ -38,7 +37,7 @@ KvSender::KvSender(engine::Engine* engine, transport::UcxWorker* ucx,
       ucx_(ucx),
       options_(options),
       metrics_(metrics),
-      layout_(PageLayoutOf(engine->kv_layout())),
+      layout_(engine->kv_layout()),
       region_(pool) {}
 
 KvSender::~KvSender() = default;
@@ -251,7 +250,7 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   done.first_token = ids[0];
   done.blocks_written = static_cast<int32_t>(ticket->page_ids.size());
   done.bytes_written =
-      static_cast<uint64_t>(ticket->page_ids.size()) * static_cast<uint64_t>(layout_.page_bytes);
+      static_cast<uint64_t>(ticket->page_ids.size()) * static_cast<uint64_t>(layout_.page_bytes());
   done.checksum = pushed.checksum.hash;
   pb::TransferComplete complete = ToProto(done);
   if (request.params.logprobs >= 0 && !last.logprobs.empty()) {

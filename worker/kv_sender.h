@@ -71,7 +71,7 @@ class KvSender {
   transport::UcxWorker* ucx_;
   KvSenderOptions options_;
   WorkerMetrics* metrics_;
-  transport::PageLayout layout_;
+  kvcache::PageLayout layout_;
   const transport::RegisteredRegion* region_;
 
   std::mutex mu_;

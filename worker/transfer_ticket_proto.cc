@@ -1,6 +1,7 @@
 #include "worker/transfer_ticket_proto.h"
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 
@@ -32,31 +33,55 @@ absl::Status CheckLayout(std::string_view message, const pb::PageLayout& in) {
   return CheckSize(StrCat(message, ".dtype"), in.dtype().size(), kMaxDtypeBytes);
 }
 
-transport::PageLayout CopyLayout(const pb::PageLayout& in) {
-  transport::PageLayout out;
+kvcache::PageLayout CopyLayout(const pb::PageLayout& in) {
+  kvcache::PageLayout out;
   out.num_layers = in.num_layers();
   out.num_kv_heads = in.num_kv_heads();
   out.head_dim = in.head_dim();
   out.block_size = in.block_size();
   out.dtype = in.dtype();
+  out.first_layer = in.first_layer();
+  out.first_kv_head = in.first_kv_head();
   out.tp_rank = in.tp_rank();
   out.tp_size = in.tp_size();
-  out.page_bytes = in.page_bytes();
+  out.pp_rank = in.pp_rank();
+  out.pp_size = in.pp_size();
   return out;
+}
+
+// The wire's page_bytes restates the product of the other fields: a peer whose idea of a
+// page differs is refused here, naming both numbers. A layout whose product cannot be
+// computed is left to the layout checks (transport/transfer_ticket.h), which name the
+// field at fault.
+absl::Status CheckPageBytes(std::string_view message, const pb::PageLayout& in,
+                            const kvcache::PageLayout& layout) {
+  const std::optional<int64_t> want = layout.checked_page_bytes();
+  if (want && in.page_bytes() != *want) {
+    return absl::InvalidArgumentError(
+        StrCat(message, ".page_bytes is ", in.page_bytes(), "; num_layers ", layout.num_layers,
+               " * 2 * block_size ", layout.block_size, " * num_kv_heads ", layout.num_kv_heads,
+               " * head_dim ", layout.head_dim, " * ", kvcache::DtypeBytes(layout.dtype), " (",
+               layout.dtype, ") is ", *want));
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace
 
-void ToProto(const transport::PageLayout& layout, pb::PageLayout* out) {
+void ToProto(const kvcache::PageLayout& layout, pb::PageLayout* out) {
   out->Clear();
   out->set_num_layers(layout.num_layers);
   out->set_num_kv_heads(layout.num_kv_heads);
   out->set_head_dim(layout.head_dim);
   out->set_block_size(layout.block_size);
   out->set_dtype(layout.dtype);
+  out->set_first_layer(layout.first_layer);
+  out->set_first_kv_head(layout.first_kv_head);
   out->set_tp_rank(layout.tp_rank);
   out->set_tp_size(layout.tp_size);
-  out->set_page_bytes(layout.page_bytes);
+  out->set_pp_rank(layout.pp_rank);
+  out->set_pp_size(layout.pp_size);
+  out->set_page_bytes(layout.checked_page_bytes().value_or(0));
 }
 
 void ToProto(const transport::TransferTicket& ticket, pb::TransferTicket* out) {
@@ -84,7 +109,7 @@ void ToProto(const transport::TransferComplete& complete, pb::TransferComplete* 
   out->set_checksum(complete.checksum);
 }
 
-pb::PageLayout ToProto(const transport::PageLayout& layout) {
+pb::PageLayout ToProto(const kvcache::PageLayout& layout) {
   pb::PageLayout out;
   ToProto(layout, &out);
   return out;
@@ -102,9 +127,11 @@ pb::TransferComplete ToProto(const transport::TransferComplete& complete) {
   return out;
 }
 
-absl::StatusOr<transport::PageLayout> FromProto(const pb::PageLayout& in) {
+absl::StatusOr<kvcache::PageLayout> FromProto(const pb::PageLayout& in) {
   BATON_RETURN_IF_ERROR(CheckLayout("PageLayout", in));
-  return CopyLayout(in);
+  kvcache::PageLayout out = CopyLayout(in);
+  BATON_RETURN_IF_ERROR(CheckPageBytes("PageLayout", in, out));
+  return out;
 }
 
 absl::StatusOr<transport::TransferTicket> FromProto(const pb::TransferTicket& in,
@@ -135,6 +162,7 @@ absl::StatusOr<transport::TransferTicket> FromProto(const pb::TransferTicket& in
   out.pool_base = in.pool_base();
   out.pool_bytes = in.pool_bytes();
   out.layout = CopyLayout(in.layout());
+  BATON_RETURN_IF_ERROR(CheckPageBytes("ticket.layout", in.layout(), out.layout));
   out.prompt_tokens = in.prompt_tokens();
   out.first_block = in.first_block();
   out.page_ids.assign(in.page_ids().begin(), in.page_ids().end());
@@ -187,7 +215,7 @@ absl::StatusOr<engine::SampledToken> FirstTokenFromProto(const pb::TransferCompl
   return out;
 }
 
-absl::Status CheckReserveRequest(const pb::ReserveRequest& req, const transport::PageLayout& local,
+absl::Status CheckReserveRequest(const pb::ReserveRequest& req, const kvcache::PageLayout& local,
                                  const transport::TicketLimits& limits) {
   if (req.request_id().empty() || req.request_id().size() > limits.max_request_id_bytes) {
     return absl::InvalidArgumentError(StrCat("ReserveRequest.request_id is ",
@@ -203,7 +231,7 @@ absl::Status CheckReserveRequest(const pb::ReserveRequest& req, const transport:
     return absl::InvalidArgumentError(StrCat("ReserveRequest.cache_salt is ",
                                              req.cache_salt().size(), " bytes; the limit is 1024"));
   }
-  BATON_ASSIGN_OR_RETURN(transport::PageLayout sender, FromProto(req.sender_layout()));
+  BATON_ASSIGN_OR_RETURN(kvcache::PageLayout sender, FromProto(req.sender_layout()));
   return transport::CheckSenderLayout(sender, local);
 }
 

@@ -29,16 +29,16 @@ inline constexpr size_t kMaxDtypeBytes = 16;
 inline constexpr size_t kMaxBlockHashBytes = 32;
 
 // `out` is overwritten.
-void ToProto(const transport::PageLayout& layout, baton::internal::v1::PageLayout* out);
+void ToProto(const kvcache::PageLayout& layout, baton::internal::v1::PageLayout* out);
 void ToProto(const transport::TransferTicket& ticket, baton::internal::v1::TransferTicket* out);
 void ToProto(const transport::TransferComplete& complete,
              baton::internal::v1::TransferComplete* out);
-baton::internal::v1::PageLayout ToProto(const transport::PageLayout& layout);
+baton::internal::v1::PageLayout ToProto(const kvcache::PageLayout& layout);
 baton::internal::v1::TransferTicket ToProto(const transport::TransferTicket& ticket);
 baton::internal::v1::TransferComplete ToProto(const transport::TransferComplete& complete);
 
 // The bounded inverses of ToProto.
-absl::StatusOr<transport::PageLayout> FromProto(const baton::internal::v1::PageLayout& layout);
+absl::StatusOr<kvcache::PageLayout> FromProto(const baton::internal::v1::PageLayout& layout);
 absl::StatusOr<transport::TransferTicket> FromProto(
     const baton::internal::v1::TransferTicket& ticket, const transport::TicketLimits& limits);
 absl::StatusOr<transport::TransferComplete> FromProto(
@@ -59,7 +59,7 @@ absl::StatusOr<engine::SampledToken> FirstTokenFromProto(
 // cache_salt of at most 1024 bytes, and a sender layout that is well formed and equal to
 // `local` (transport::CheckSenderLayout). The prompt's ids are the engine's to check.
 absl::Status CheckReserveRequest(const baton::internal::v1::ReserveRequest& request,
-                                 const transport::PageLayout& local,
+                                 const kvcache::PageLayout& local,
                                  const transport::TicketLimits& limits);
 
 }  // namespace baton::worker

@@ -6,7 +6,7 @@ namespace baton::worker {
 
 UcxKvSink::UcxKvSink(transport::UcxEndpoint* endpoint, const transport::RemoteRegion* remote,
                      const transport::RegisteredRegion* local_region, const void* local_pool,
-                     const engine::KvLayout& layout, const transport::TransferTicket& ticket,
+                     const kvcache::PageLayout& layout, const transport::TransferTicket& ticket,
                      absl::Duration flush_timeout)
     : endpoint_(endpoint),
       remote_(remote),
@@ -22,7 +22,7 @@ UcxKvSink::UcxKvSink(transport::UcxEndpoint* endpoint, const transport::RemoteRe
 void UcxKvSink::OnLayerWritten(int64_t layer, std::span<const int32_t> block_table, int64_t start,
                                int64_t count) {
   if (!error_.ok()) return;  // the request fails at the step's Drain
-  const int64_t page_bytes = layout_.bytes_per_block();
+  const int64_t page_bytes = layout_.page_bytes();
   cursor_.OnLayerWritten(layer, start, count, [&](const engine::KvRange& r) {
     if (!error_.ok()) return;
     const int64_t i = r.block - first_block_;

@@ -38,7 +38,7 @@ class UcxKvSink : public engine::KvSink {
   // sender's page 0; `ticket` was validated against `layout`.
   UcxKvSink(transport::UcxEndpoint* endpoint, const transport::RemoteRegion* remote,
             const transport::RegisteredRegion* local_region, const void* local_pool,
-            const engine::KvLayout& layout, const transport::TransferTicket& ticket,
+            const kvcache::PageLayout& layout, const transport::TransferTicket& ticket,
             absl::Duration flush_timeout);
 
   void OnLayerWritten(int64_t layer, std::span<const int32_t> block_table, int64_t start,
@@ -57,7 +57,7 @@ class UcxKvSink : public engine::KvSink {
   const transport::RemoteRegion* remote_;
   const transport::RegisteredRegion* local_region_;
   const std::byte* local_pool_;
-  engine::KvLayout layout_;
+  kvcache::PageLayout layout_;
   std::vector<int32_t> remote_pages_;
   int64_t first_block_;
   int64_t prompt_len_;

@@ -307,7 +307,7 @@ absl::Status RunGroupFollower(const model::Model& model, const GroupOptions& opt
   }
   BATON_ASSIGN_OR_RETURN(
       std::unique_ptr<KvPool> pool,
-      KvPool::Create(KvLayoutFor(shard, model.config(), setup.block_size), setup.num_pages));
+      KvPool::Create(PageLayoutFor(shard, model.config(), setup.block_size), setup.num_pages));
   StageRunner stage(model, shard, pool.get(), threads, comms);
   if (on_ready) on_ready();
   ForwardOutput scratch;

@@ -19,7 +19,8 @@
 //   complete_logprob    complete_valid with first_token_logprob (2 alternatives), 16 cached
 //   reserve_valid       selector 0x80: req-1, 4 prompt ids, LocalLayout, lease 5 s
 //   reserve_other_layout  the same with num_kv_heads 8 (page_bytes follows)
-// To make another by hand: { printf '\x00'; protoc -Iproto
+// (pp_size 1 was appended to each seed's layout when the layout got its pipeline stage:
+// a repeated embedded message merges.) To make another by hand: { printf '\x00'; protoc -Iproto
 //   --encode=baton.internal.v1.TransferTicket proto/baton/internal/v1/kv_transfer.proto
 //   < ticket.txtpb; } > corpus/transfer_ticket/NAME.bin
 #include <cstdint>
@@ -35,7 +36,7 @@
 namespace {
 
 namespace pb = ::baton::internal::v1;
-using baton::transport::PageLayout;
+using baton::kvcache::PageLayout;
 using baton::transport::TicketLimits;
 using baton::transport::TransferComplete;
 using baton::transport::TransferTicket;
@@ -55,7 +56,6 @@ PageLayout LocalLayout() {
   l.head_dim = 4;
   l.block_size = 16;
   l.dtype = "f32";
-  l.page_bytes = 2 * 2 * 16 * 4 * 4 * 4;
   return l;
 }
 
@@ -125,7 +125,7 @@ void ExerciseTicket(const uint8_t* data, size_t size) {
   }
   // What the sender will rely on when it computes remote addresses.
   Require(ticket->layout == local);
-  const uint64_t pages = ticket->pool_bytes / static_cast<uint64_t>(local.page_bytes);
+  const uint64_t pages = ticket->pool_bytes / static_cast<uint64_t>(local.page_bytes());
   for (int32_t id : ticket->page_ids) {
     Require(id >= 0 && static_cast<uint64_t>(id) < pages);
   }
@@ -137,7 +137,7 @@ void ExerciseTicket(const uint8_t* data, size_t size) {
   complete.request_id = ticket->request_id;
   complete.blocks_written = static_cast<int32_t>(ticket->page_ids.size());
   complete.bytes_written =
-      static_cast<uint64_t>(complete.blocks_written) * static_cast<uint64_t>(local.page_bytes);
+      static_cast<uint64_t>(complete.blocks_written) * static_cast<uint64_t>(local.page_bytes());
   Require(baton::transport::ValidateComplete(complete, *ticket, kVocab).ok());
 }
 

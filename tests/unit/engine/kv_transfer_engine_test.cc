@@ -59,7 +59,7 @@ class CopySink : public KvSink {
                       int64_t count) override {
     EXPECT_TRUE(layer == last_layer_ + 1 || layer == 0) << "layers come in order";
     last_layer_ = layer;
-    const int64_t page_bytes = from_->kv_layout().bytes_per_block();
+    const int64_t page_bytes = from_->kv_layout().page_bytes();
     cursor_.OnLayerWritten(layer, start, count, [&](const KvRange& r) {
       ASSERT_GE(r.block, first_block_);
       ASSERT_LT(r.block - first_block_, static_cast<int64_t>(pages_.size()));
@@ -212,7 +212,7 @@ TEST(KvTransferEngineTest, SplitRequestsMatchTheSingleSequencePath) {
   EXPECT_EQ(cached, 2);
   EXPECT_GT(full_bytes, 0);
   EXPECT_GT(shared_bytes, 0);
-  const int64_t per_token = (*prefill)->kv_layout().bytes_per_block() / 16;
+  const int64_t per_token = (*prefill)->kv_layout().page_bytes() / 16;
   EXPECT_EQ(shared_bytes, (static_cast<int64_t>(requests[3].prompt_ids.size()) - 32) * per_token);
   EXPECT_EQ(full_bytes, static_cast<int64_t>(requests[0].prompt_ids.size()) * per_token);
   EXPECT_GT((*decode)->Stats().kv_transfers_admitted, 0);
@@ -238,7 +238,7 @@ TEST(KvTransferEngineTest, AFullyCachedPromptStillSendsItsLastBlock) {
     // The second time the decode engine holds all three blocks; the contract still sends
     // the last one, so that no transfer is empty.
     EXPECT_EQ(cached, round == 0 ? 0 : 2);
-    EXPECT_EQ(sent, (round == 0 ? 3 : 1) * (*prefill)->kv_layout().bytes_per_block());
+    EXPECT_EQ(sent, (round == 0 ? 3 : 1) * (*prefill)->kv_layout().page_bytes());
   }
   ExpectAllFree(prefill->get());
   ExpectAllFree(decode->get());
@@ -310,7 +310,7 @@ TEST(KvTransferEngineTest, ReservationsAreCountedAndReleased) {
 TEST(KvTransferEngineTest, ReserveChecksItsInputAndThePool) {
   const LoadedModel& m = Tiny();
   EngineOptions o = Options();
-  o.kv_cache_bytes = 6 * KvLayoutFor(m.model->config(), 16).bytes_per_block();
+  o.kv_cache_bytes = 6 * PageLayoutFor(m.model->config(), 16).page_bytes();
   auto decode = Engine::Create(&m, o);
   ASSERT_TRUE(decode.ok());
   EXPECT_EQ((*decode)->ReserveKv("", {1, 2}, "").status().code(),

@@ -112,7 +112,7 @@ TEST_P(ReferenceForwardTest, LogitsMatchFloat64Reference) {
   std::vector<int32_t> tokens(40);
   for (int32_t& t : tokens) t = token(rng);
 
-  auto pool = *KvPool::Create(KvLayoutFor(m.config(), 16), 8);
+  auto pool = *KvPool::Create(PageLayoutFor(m.config(), 16), 8);
   std::vector<int32_t> blocks;
   while (pool->num_free_blocks() > 0) blocks.push_back(*pool->Allocate());
   ThreadPool threads(2);

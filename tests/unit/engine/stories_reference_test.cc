@@ -56,7 +56,7 @@ class Sequence {
 
 struct Engine {
   explicit Engine(const model::Model& model, int threads = 2, int64_t blocks = 256)
-      : pool(*KvPool::Create(KvLayoutFor(model.config(), 16), blocks)),
+      : pool(*KvPool::Create(PageLayoutFor(model.config(), 16), blocks)),
         threads(threads),
         runner(model, pool.get(), &this->threads) {}
   std::unique_ptr<KvPool> pool;

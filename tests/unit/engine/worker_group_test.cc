@@ -181,7 +181,7 @@ Batch PrefillBatch(int64_t vocab, int64_t block_size) {
 ForwardOutput OneRank(const std::string& path, const Batch& b) {
   auto m = LoadModel(path);
   EXPECT_TRUE(m.ok()) << m.status();
-  auto pool = KvPool::Create(KvLayoutFor(m->model->config(), 16), 64);
+  auto pool = KvPool::Create(PageLayoutFor(m->model->config(), 16), 64);
   ThreadPool threads(1);
   ModelRunner runner(*m->model, pool->get(), &threads);
   ForwardOutput out;
@@ -194,7 +194,7 @@ ForwardOutput OneRank(const std::string& path, const Batch& b) {
 ForwardOutput OnGroup(Group& g, const Batch& b, std::unique_ptr<KvPool>* pool_out = nullptr) {
   const model::ModelConfig& config = g.leader_model().model->config();
   model::Shard shard = *model::PlanShard(config, PlacementOf(g.options()));
-  auto pool = KvPool::Create(KvLayoutFor(shard, config, 16), 64);
+  auto pool = KvPool::Create(PageLayoutFor(shard, config, 16), 64);
   EXPECT_TRUE(pool.ok());
   ForwardOutput out;
   {
@@ -315,6 +315,43 @@ TEST(WorkerGroup, RefusesASplitThatCutsKvHeads) {
   EXPECT_FALSE(model::PlanShard(config, {0, 1, 0, 4}).ok());  // 4 stages of 3 layers
 }
 
+// Each rank's page layout names its slice: the KV heads and layers its pages hold, and
+// together the ranks' slices cover the model's once per replica.
+TEST(WorkerGroup, EachRanksPageLayoutNamesItsSlice) {
+  model::ModelConfig c = LoadModel(ThreeKvHeadModel())->model->config();
+  c.num_heads = 12;
+  c.num_kv_heads = 4;
+  c.intermediate_size = 192;
+  for (const auto& [tp, pp] :
+       {std::pair{2, 1}, std::pair{4, 1}, std::pair{12, 1}, std::pair{2, 2}, std::pair{1, 3}}) {
+    // heads_seen[layer][kv head]: ranks holding that head of that layer.
+    std::vector<std::vector<int>> heads_seen(c.num_layers, std::vector<int>(c.num_kv_heads, 0));
+    for (int pr = 0; pr < pp; ++pr) {
+      for (int tr = 0; tr < tp; ++tr) {
+        auto shard = model::PlanShard(c, {tr, tp, pr, pp});
+        ASSERT_TRUE(shard.ok()) << shard.status();
+        const PageLayout l = PageLayoutFor(*shard, c, 16);
+        EXPECT_EQ(l.tp_rank, tr);
+        EXPECT_EQ(l.tp_size, tp);
+        EXPECT_EQ(l.pp_rank, pr);
+        EXPECT_EQ(l.pp_size, pp);
+        EXPECT_EQ(l.page_bytes(), l.num_layers * 2 * 16 * l.num_kv_heads * c.head_dim * 4);
+        for (int64_t layer = l.first_layer; layer < l.first_layer + l.num_layers; ++layer) {
+          for (int64_t h = l.first_kv_head; h < l.first_kv_head + l.num_kv_heads; ++h) {
+            ASSERT_LT(layer, c.num_layers);
+            ASSERT_LT(h, c.num_kv_heads);
+            ++heads_seen[layer][h];
+          }
+        }
+      }
+    }
+    const int replicas = tp > c.num_kv_heads ? tp / static_cast<int>(c.num_kv_heads) : 1;
+    for (const auto& layer : heads_seen) {
+      for (int n : layer) EXPECT_EQ(n, replicas) << "tp " << tp << " pp " << pp;
+    }
+  }
+}
+
 // Greedy and seeded runs of many concurrent requests, with a small pool so that the
 // scheduler preempts, and shared prefixes for the prefix cache.
 std::map<std::string, std::vector<int32_t>> RunEngine(const LoadedModel& model,
@@ -369,8 +406,8 @@ TEST(WorkerGroup, EngineOnTensorParallelGroupGivesOneRanksTokens) {
   auto loaded = LoadModel(kTiny);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const LoadedModel& one = *loaded;
-  const KvLayout full = KvLayoutFor(one.model->config(), 16);
-  base.kv_cache_bytes = 14 * full.bytes_per_block();
+  const PageLayout full = PageLayoutFor(one.model->config(), 16);
+  base.kv_cache_bytes = 14 * full.page_bytes();
   base.max_batched_tokens = 64;
   base.max_running = 8;
   base.threads = 1;

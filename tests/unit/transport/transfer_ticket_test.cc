@@ -21,8 +21,9 @@ constexpr int64_t kNowMs = 1'700'000'000'000;
 constexpr int64_t kPoolPages = 512;
 const absl::Time kNow = absl::FromUnixMillis(kNowMs);
 
+// The page size computed here, independently of PageLayout::page_bytes().
 int64_t PageBytes(const PageLayout& l) {
-  return l.num_layers * 2 * l.block_size * l.num_kv_heads * l.head_dim * DtypeBytes(l.dtype);
+  return l.num_layers * 2 * l.block_size * l.num_kv_heads * l.head_dim * (l.dtype == "f32" ? 4 : 2);
 }
 
 PageLayout Layout() {
@@ -34,7 +35,6 @@ PageLayout Layout() {
   l.dtype = "f32";
   l.tp_rank = 0;
   l.tp_size = 1;
-  l.page_bytes = PageBytes(l);  // 4096
   return l;
 }
 
@@ -46,7 +46,7 @@ TransferTicket Ticket() {
   t.rkey = std::string(32, '\x09');
   t.pool_base = 0x7f0000000000;
   t.layout = Layout();
-  t.pool_bytes = static_cast<uint64_t>(kPoolPages * t.layout.page_bytes);
+  t.pool_bytes = static_cast<uint64_t>(kPoolPages * PageBytes(t.layout));
   t.prompt_tokens = 40;
   t.first_block = 1;
   t.page_ids = {7, 3};
@@ -55,24 +55,38 @@ TransferTicket Ticket() {
   return t;
 }
 
-// The receiver's layout changed consistently: page_bytes and the pool follow.
+// The receiver's layout changed consistently: the pool follows.
 void Relayout(TransferTicket* t) {
-  t->layout.page_bytes = PageBytes(t->layout);
-  t->pool_bytes = static_cast<uint64_t>(kPoolPages * t->layout.page_bytes);
+  t->pool_bytes = static_cast<uint64_t>(kPoolPages * PageBytes(t->layout));
 }
 
 TEST(DtypeBytesTest, KnownAndUnknown) {
-  EXPECT_EQ(DtypeBytes("f32"), 4);
-  EXPECT_EQ(DtypeBytes("bf16"), 2);
-  EXPECT_EQ(DtypeBytes("f16"), 2);
-  EXPECT_EQ(DtypeBytes("f64"), 0);
-  EXPECT_EQ(DtypeBytes(""), 0);
-  EXPECT_EQ(DtypeBytes("F32"), 0);
+  EXPECT_EQ(kvcache::DtypeBytes("f32"), 4);
+  EXPECT_EQ(kvcache::DtypeBytes("bf16"), 2);
+  EXPECT_EQ(kvcache::DtypeBytes("f16"), 2);
+  EXPECT_EQ(kvcache::DtypeBytes("f64"), 0);
+  EXPECT_EQ(kvcache::DtypeBytes(""), 0);
+  EXPECT_EQ(kvcache::DtypeBytes("F32"), 0);
+}
+
+TEST(PageLayoutTest, PageBytesIsTheProductAndCheckedRefusesOverflow) {
+  PageLayout l = Layout();
+  EXPECT_EQ(l.page_bytes(), PageBytes(l));
+  EXPECT_EQ(l.checked_page_bytes(), PageBytes(l));
+  l.num_layers = int64_t{1} << 40;
+  l.num_kv_heads = int64_t{1} << 30;
+  EXPECT_FALSE(l.checked_page_bytes().has_value());
+  l = Layout();
+  l.dtype = "f64";
+  EXPECT_FALSE(l.checked_page_bytes().has_value());
+  l = Layout();
+  l.head_dim = 0;
+  EXPECT_FALSE(l.checked_page_bytes().has_value());
 }
 
 TEST(ValidateTicketTest, ValidTicketPasses) {
   EXPECT_TRUE(ValidateTicket(Ticket(), Layout(), TicketLimits{}, kNow).ok());
-  EXPECT_EQ(Layout().page_bytes, 4096);
+  EXPECT_EQ(Layout().page_bytes(), 4096);
 }
 
 struct TicketCase {
@@ -163,10 +177,18 @@ const TicketCase kTicketCases[] = {
      [](TransferTicket* t) { t->layout.tp_rank = 1; },
      kInvalid,
      {"ticket.layout.tp_rank is 1", "[0, tp_size 1)"}},
-    {"PageBytesWrong",
-     [](TransferTicket* t) { t->layout.page_bytes = 4095; },
+    {"PpRankEqualsSize",
+     [](TransferTicket* t) { t->layout.pp_rank = 1; },
      kInvalid,
-     {"ticket.layout.page_bytes is 4095", "is 4096"}},
+     {"ticket.layout.pp_rank is 1", "[0, pp_size 1)"}},
+    {"PpSizeZero",
+     [](TransferTicket* t) { t->layout.pp_size = 0; },
+     kInvalid,
+     {"ticket.layout.pp_size is 0", "at least 1"}},
+    {"FirstLayerNegative",
+     [](TransferTicket* t) { t->layout.first_layer = -1; },
+     kInvalid,
+     {"ticket.layout.first_layer is -1"}},
     {"PageBytesOverflow",
      [](TransferTicket* t) {
        t->layout.num_layers = int64_t{1} << 40;
@@ -222,6 +244,18 @@ const TicketCase kTicketCases[] = {
      [](TransferTicket* t) { t->layout.tp_size = 2; },
      kPrecondition,
      {"tp_size 2 (receiver) vs 1 (this worker)"}},
+    {"HeadSliceDiffers",
+     [](TransferTicket* t) { t->layout.first_kv_head = 2; },
+     kPrecondition,
+     {"first_kv_head 2 (receiver) vs 0 (this worker)"}},
+    {"PipelineStageDiffers",
+     [](TransferTicket* t) {
+       t->layout.first_layer = 3;
+       t->layout.pp_rank = 1;
+       t->layout.pp_size = 2;
+     },
+     kPrecondition,
+     {"first_layer 3 (receiver) vs 0 (this worker)"}},
 
     // The pool.
     {"PoolBytesZero",
@@ -419,8 +453,7 @@ TEST(ValidateTicketTest, LeaseBoundaryUsesWholeMilliseconds) {
 TEST(ValidateTicketTest, OtherDtypes) {
   PageLayout local = Layout();
   local.dtype = "bf16";
-  local.page_bytes = PageBytes(local);
-  EXPECT_EQ(local.page_bytes, 2048);
+  EXPECT_EQ(local.page_bytes(), 2048);
   TransferTicket t = Ticket();
   t.layout = local;
   Relayout(&t);
@@ -524,12 +557,12 @@ TEST(ValidateCompleteTest, HostileTicketDoesNotOverflow) {
   // ValidateComplete runs against the receiver's own ticket, but must stay defined even on
   // one it never validated.
   TransferTicket t = Ticket();
-  t.layout.page_bytes = std::numeric_limits<int64_t>::max();
+  t.layout.num_layers = std::numeric_limits<int64_t>::max();
   t.page_ids = {1, 2, 3};
   TransferComplete c = Complete();
   c.blocks_written = 3;
   EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kInvalidArgument);
-  t.layout.page_bytes = -1;
+  t.layout.num_layers = -1;
   EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kInvalidArgument);
 }
 

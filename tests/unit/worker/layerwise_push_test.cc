@@ -37,7 +37,7 @@ TEST_P(LayerwisePushTest, DecodeFromPushedPagesMatchesThePrefillSide) {
   auto opened = model::Model::Open(kModel);
   ASSERT_TRUE(opened.ok()) << opened.status();
   const model::Model& m = **opened;
-  const engine::KvLayout layout = engine::KvLayoutFor(m.config(), 16);
+  const kvcache::PageLayout layout = engine::PageLayoutFor(m.config(), 16);
   constexpr int kPages = 8;
   auto local = *KvPool::Create(layout, kPages);
   auto remote = *KvPool::Create(layout, kPages);
@@ -45,7 +45,7 @@ TEST_P(LayerwisePushTest, DecodeFromPushedPagesMatchesThePrefillSide) {
   for (int i = 0; i < kPages; ++i) local_pages.push_back(*local->Allocate());
   for (int i = 0; i < kPages; ++i) remote_pages.push_back(*remote->Allocate());
   std::reverse(remote_pages.begin(), remote_pages.end());  // other ids on the other side
-  const int64_t page_bytes = layout.bytes_per_block();
+  const int64_t page_bytes = layout.page_bytes();
   const int64_t layer_bytes = 2 * local->layer_stride() * int64_t{sizeof(float)};  // K and V
 
   auto receiver = UcxWorker::Create({.transports = GetParam()});

@@ -17,8 +17,8 @@ namespace baton::worker {
 namespace {
 
 namespace pb = ::baton::internal::v1;
+using kvcache::PageLayout;
 using ::testing::HasSubstr;
-using transport::PageLayout;
 using transport::TicketLimits;
 using transport::TransferComplete;
 using transport::TransferTicket;
@@ -32,7 +32,11 @@ PageLayout Layout() {
   l.dtype = "f32";
   l.tp_rank = 1;
   l.tp_size = 2;
-  l.page_bytes = 2 * 2 * 16 * 4 * 4 * 4;
+  // A slice of a group: the second stage's layers, the second rank's heads.
+  l.first_layer = 2;
+  l.first_kv_head = 4;
+  l.pp_rank = 1;
+  l.pp_size = 2;
   return l;
 }
 
@@ -85,6 +89,21 @@ TEST(TransferTicketProtoTest, LayoutRoundTrips) {
   EXPECT_EQ(*back, Layout());
 }
 
+TEST(TransferTicketProtoTest, AWirePageSizeThatIsNotTheProductIsRefused) {
+  pb::PageLayout wire = ToProto(Layout());
+  wire.set_page_bytes(4095);
+  absl::StatusOr<PageLayout> back = FromProto(wire);
+  EXPECT_EQ(back.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(back.status().message().find("page_bytes is 4095"), std::string::npos);
+  EXPECT_NE(back.status().message().find("is 4096"), std::string::npos) << back.status();
+  pb::TransferTicket t = ToProto(Ticket());
+  t.mutable_layout()->set_page_bytes(8192);
+  absl::StatusOr<TransferTicket> ticket = FromProto(t, TicketLimits{});
+  EXPECT_EQ(ticket.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(ticket.status().message().find("ticket.layout.page_bytes is 8192"), std::string::npos)
+      << ticket.status();
+}
+
 TEST(TransferTicketProtoTest, TicketRoundTripsThroughBytes) {
   const TransferTicket t = Ticket();
   std::string bytes;
@@ -120,7 +139,11 @@ TEST(TransferTicketProtoTest, EmptyTicketRoundTrips) {
   absl::StatusOr<TransferTicket> back = FromProto(pb::TransferTicket{}, TicketLimits{});
   ASSERT_TRUE(back.ok()) << back.status();
   TransferTicket want;
-  want.layout.tp_size = 0;  // the proto's default, unlike the struct's
+  want.layout = PageLayout{};  // the proto's defaults, unlike the struct's
+  want.layout.block_size = 0;
+  want.layout.dtype = "";
+  want.layout.tp_size = 0;
+  want.layout.pp_size = 0;
   ExpectSameTicket(*back, want);
   EXPECT_FALSE(transport::ValidateTicket(*back, Layout(), TicketLimits{}, absl::UnixEpoch()).ok());
 }
