@@ -206,6 +206,10 @@ void TcpStoreServer::AcceptLoop() {
     if (connections_ >= options_.max_connections) {
       ++refused_;
       lock.unlock();
+      // Read the caller's first frame before answering: closing with its bytes unread
+      // would reset the connection, and the caller would see a broken pipe instead of the
+      // reason. Bounded, so that refusals cannot hold up the accept loop for long.
+      (void)ReadFrame(fd, Clock::now() + std::chrono::milliseconds(100));
       Reply(fd, absl::StatusCode::kResourceExhausted,
             StrCat("the group store serves at most ", options_.max_connections, " connections"));
       close(fd);

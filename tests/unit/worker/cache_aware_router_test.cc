@@ -138,8 +138,8 @@ TEST(CacheAwareRouterTest, AnUnreachableWorkerIsRetriedElsewhereAndAFullPoolAnsw
   for (int k = 0; k < 400; ++k) long_prompt.mutable_token_ids()->add_ids(3 + (k * 31) % 1200);
   long_prompt.mutable_stop()->set_max_tokens(4);
   baton::testing::AsyncGenerate busy(router, long_prompt);
-  ASSERT_GT(slow.WaitFor([](const auto& s) { return s.running() + s.waiting() > 0; }, 20).running(),
-            0);
+  // Running, not only queued: a snapshot taken while it waits says running 0.
+  ASSERT_GT(slow.WaitFor([](const auto& s) { return s.running() > 0; }, 20).running(), 0);
   grpc::ClientContext ctx;
   const Answer refused = Generate(router, Shared(2, 0), &ctx);
   EXPECT_EQ(refused.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED)
