@@ -40,8 +40,7 @@ int Dial(int port) {
   return fd;
 }
 
-// The response to the frame `body` (or the raw bytes when `raw`), and whether the server
-// then closed the connection.
+// Sends `bytes` and reads one response frame; Unavailable when the server closed first.
 absl::StatusOr<StoreResponse> Exchange(int fd, const std::string& bytes) {
   EXPECT_EQ(send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL), static_cast<ssize_t>(bytes.size()));
   char header[4];

@@ -186,12 +186,9 @@ TEST(CacheAwareRouterTest, RequestsWithSeveralChoicesAreRetriedElsewhere) {
     EXPECT_EQ(Metric(router.http_port, "baton_router_reroutes_total"), 1);
     // The worker publishes its counters at the end of the step that finished a request,
     // which may come after the client saw the stream end.
-    const auto done = [](int64_t n) {
-      return [n](const baton::internal::v1::GetStatsResponse& s) {
-        return s.requests_finished() >= n;
-      };
-    };
-    EXPECT_EQ(live.WaitFor(done(5), 2).requests_finished(), 1 + 4)
+    EXPECT_EQ(live.WaitFor([](const auto& s) { return s.requests_finished() >= 5; }, 2)
+                  .requests_finished(),
+              1 + 4)
         << "1 warm-up and 2 x 2 choices there";
   }
 }
