@@ -59,4 +59,43 @@ std::vector<CopyRun> SliceCopyRuns(const PageLayout& src, const PageLayout& dst,
   return runs;
 }
 
+std::vector<bool> SliceWriters(std::span<const PageLayout> senders) {
+  std::vector<bool> out(senders.size(), true);
+  for (size_t i = 0; i < senders.size(); ++i) {
+    for (size_t j = 0; j < i && out[i]; ++j) {
+      const PageLayout &a = senders[i], &b = senders[j];
+      if (a.first_layer == b.first_layer && a.num_layers == b.num_layers &&
+          a.first_kv_head == b.first_kv_head && a.num_kv_heads == b.num_kv_heads) {
+        out[i] = false;
+      }
+    }
+  }
+  return out;
+}
+
+absl::Status CheckSliceCover(std::span<const PageLayout> senders, const PageLayout& receiver) {
+  const std::vector<bool> writers = SliceWriters(senders);
+  const auto holds = [](const PageLayout& l, int64_t layer, int64_t head) {
+    return layer >= l.first_layer && layer < l.first_layer + l.num_layers &&
+           head >= l.first_kv_head && head < l.first_kv_head + l.num_kv_heads;
+  };
+  for (int64_t layer = receiver.first_layer; layer < receiver.first_layer + receiver.num_layers;
+       ++layer) {
+    for (int64_t head = receiver.first_kv_head;
+         head < receiver.first_kv_head + receiver.num_kv_heads; ++head) {
+      int writing = 0;
+      for (size_t i = 0; i < senders.size(); ++i)
+        writing += writers[i] && holds(senders[i], layer, head);
+      if (writing != 1) {
+        return absl::FailedPreconditionError(StrCat(
+            writing, " of the sender's ranks hold layer ", layer, " KV head ", head,
+            " of the receiver's rank ", receiver.pp_rank * receiver.tp_size + receiver.tp_rank,
+            "; exactly one must: the two groups do not serve the same model's layers and "
+            "heads"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace baton::kvcache

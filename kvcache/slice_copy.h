@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -41,5 +42,16 @@ std::vector<CopyRun> SliceCopyRuns(const PageLayout& src, const PageLayout& dst,
 inline std::vector<CopyRun> SliceCopyRuns(const PageLayout& src, const PageLayout& dst) {
   return SliceCopyRuns(src, dst, 0, INT64_MAX, 0, src.block_size);
 }
+
+// Which of a group's ranks write their slice to a receiver: all but the replicas. When TP
+// exceeds the model's KV heads, several ranks hold the same heads; only the first of them
+// (in world-rank order) sends, so that every byte of a receiver's page has one writer.
+std::vector<bool> SliceWriters(std::span<const PageLayout> senders);
+
+// That the writers among `senders` fill every byte of a `receiver` page exactly once:
+// every layer and KV head it holds is held by exactly one writer (FailedPrecondition
+// naming the first layer and head that is not). Preconditions: each sender passed
+// CheckSliceCompatible with the receiver.
+absl::Status CheckSliceCover(std::span<const PageLayout> senders, const PageLayout& receiver);
 
 }  // namespace baton::kvcache

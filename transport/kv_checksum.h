@@ -23,4 +23,15 @@ KvChecksum PromptKvChecksum(const void* pool, const kvcache::PageLayout& layout,
                             std::span<const int32_t> pages, int64_t first_block,
                             int64_t prompt_len);
 
+// The checksum of what one rank of a sender writes into one rank of a receiver when the
+// two hold different slices (kvcache/slice_copy.h): over the prompt's blocks from
+// `first_block`, block by block, the runs of SliceCopyRuns(src, dst) over the block's
+// filled positions, in their order. The sender hashes the runs' source bytes in its pages
+// (`side` kSource, `layout`-wise `src`), the receiver their destination bytes in its own
+// (kDestination, `dst`); they agree when every byte arrived in its place.
+enum class SliceSide { kSource, kDestination };
+KvChecksum SliceKvChecksum(const void* pool, const kvcache::PageLayout& src,
+                           const kvcache::PageLayout& dst, SliceSide side,
+                           std::span<const int32_t> pages, int64_t first_block, int64_t prompt_len);
+
 }  // namespace baton::transport

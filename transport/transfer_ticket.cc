@@ -12,6 +12,7 @@
 #include "absl/time/time.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "kvcache/slice_copy.h"
 
 namespace baton::transport {
 namespace {
@@ -250,22 +251,110 @@ absl::Status ValidateComplete(const TransferComplete& complete, const TransferTi
                                       "; the ticket has ", ticket.page_ids.size(), " pages"));
   }
   uint64_t want_bytes = 0;
-  const std::optional<int64_t> page_bytes = ticket.layout.checked_page_bytes();
+  std::optional<int64_t> page_bytes = ticket.layout.checked_page_bytes();
+  if (!ticket.ranks.empty()) {  // every rank's slice of each page
+    int64_t sum = 0;
+    for (const RankPool& r : ticket.ranks) {
+      const std::optional<int64_t> b = r.layout.checked_page_bytes();
+      if (!b || __builtin_add_overflow(sum, *b, &sum)) {
+        page_bytes.reset();
+        break;
+      }
+      page_bytes = sum;
+    }
+  }
   if (!page_bytes || __builtin_mul_overflow(static_cast<uint64_t>(complete.blocks_written),
                                             static_cast<uint64_t>(*page_bytes), &want_bytes)) {
     return absl::InvalidArgumentError(StrCat("the ticket's page size times blocks_written ",
                                              complete.blocks_written, " is not a byte count"));
   }
   if (complete.bytes_written != want_bytes) {
-    return absl::DataLossError(StrCat(
-        "complete.bytes_written is ", complete.bytes_written, "; blocks_written ",
-        complete.blocks_written, " * page_bytes ", ticket.layout.page_bytes(), " is ", want_bytes));
+    return absl::DataLossError(StrCat("complete.bytes_written is ", complete.bytes_written,
+                                      "; blocks_written ", complete.blocks_written,
+                                      " * page_bytes ", *page_bytes, " is ", want_bytes));
   }
   if (complete.first_token < 0 || complete.first_token >= vocab_size) {
     return absl::InvalidArgumentError(StrCat("complete.first_token is ", complete.first_token,
                                              "; it must be in [0, vocab_size ", vocab_size, ")"));
   }
   return absl::OkStatus();
+}
+
+absl::Status ValidateTicketRanks(const TransferTicket& ticket, const TicketLimits& limits,
+                                 absl::Time now) {
+  if (ticket.ranks.empty() || ticket.ranks.size() > limits.max_ranks) {
+    return absl::InvalidArgumentError(StrCat("ticket.ranks has ", ticket.ranks.size(),
+                                             " entries; a sliced ticket has 1 to ",
+                                             limits.max_ranks));
+  }
+  for (size_t i = 0; i < ticket.ranks.size(); ++i) {
+    const RankPool& r = ticket.ranks[i];
+    if (r.rank != static_cast<int32_t>(i)) {
+      return absl::InvalidArgumentError(
+          StrCat("ticket.ranks[", i, "].rank is ", r.rank, "; the ranks come in order from 0"));
+    }
+    // The rank its layout says it is (the layout's own bounds are ValidateTicket's below).
+    const int64_t placed = int64_t{r.layout.pp_rank} * r.layout.tp_size + r.layout.tp_rank;
+    if (placed != r.rank) {
+      return absl::InvalidArgumentError(StrCat("ticket.ranks[", i, "].layout is pp_rank ",
+                                               r.layout.pp_rank, " x tp_size ", r.layout.tp_size,
+                                               " + tp_rank ", r.layout.tp_rank, " = ", placed,
+                                               "; it must be the rank, ", r.rank));
+    }
+    // Each rank's pool is checked as a one-rank ticket's is.
+    TransferTicket one = ticket;
+    one.ranks.clear();
+    one.worker_address = r.worker_address;
+    one.rkey = r.rkey;
+    one.pool_base = r.pool_base;
+    one.pool_bytes = r.pool_bytes;
+    one.layout = r.layout;
+    if (absl::Status s = ValidateTicket(one, r.layout, limits, now); !s.ok()) {
+      return absl::Status(s.code(), StrCat("ticket.ranks[", i, "]: ", s.message()));
+    }
+    if (r.layout.block_size != ticket.ranks[0].layout.block_size) {
+      return absl::InvalidArgumentError(StrCat("ticket.ranks[", i, "].layout.block_size is ",
+                                               r.layout.block_size, "; rank 0's is ",
+                                               ticket.ranks[0].layout.block_size));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateSlicedTicket(const TransferTicket& ticket,
+                                  const std::vector<PageLayout>& senders,
+                                  const TicketLimits& limits, absl::Time now) {
+  BATON_RETURN_IF_ERROR(ValidateTicketRanks(ticket, limits, now));
+  std::vector<PageLayout> receivers;
+  for (const RankPool& r : ticket.ranks) receivers.push_back(r.layout);
+  return CheckSenderSlices(senders, receivers);
+}
+
+absl::Status CheckSenderSlices(const std::vector<PageLayout>& senders,
+                               const std::vector<PageLayout>& receivers) {
+  for (size_t i = 0; i < senders.size(); ++i) {
+    BATON_RETURN_IF_ERROR(CheckLayoutSane(senders[i], StrCat("sender_ranks[", i, "]")));
+    for (const PageLayout& r : receivers) {
+      BATON_RETURN_IF_ERROR(kvcache::CheckSliceCompatible(senders[i], r));
+    }
+  }
+  for (const PageLayout& r : receivers) BATON_RETURN_IF_ERROR(kvcache::CheckSliceCover(senders, r));
+  return absl::OkStatus();
+}
+
+std::vector<std::pair<int32_t, int32_t>> ExpectedSlices(const std::vector<PageLayout>& senders,
+                                                        const std::vector<PageLayout>& receivers) {
+  std::vector<std::pair<int32_t, int32_t>> out;
+  const std::vector<bool> writers = kvcache::SliceWriters(senders);
+  for (size_t s = 0; s < senders.size(); ++s) {
+    if (!writers[s]) continue;
+    for (size_t r = 0; r < receivers.size(); ++r) {
+      if (!kvcache::SliceCopyRuns(senders[s], receivers[r]).empty()) {
+        out.emplace_back(static_cast<int32_t>(s), static_cast<int32_t>(r));
+      }
+    }
+  }
+  return out;
 }
 
 }  // namespace baton::transport

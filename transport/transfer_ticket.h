@@ -11,6 +11,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,6 +23,17 @@ namespace baton::transport {
 // What a page holds (kvcache/page_layout.h), as both sides must agree on it. A receiver
 // refuses a layout it does not understand; it never guesses.
 using kvcache::PageLayout;
+
+// One rank's pool of a receiver in a sliced transfer (the sender or the receiver is a
+// worker group): every rank holds its slice of each page under the same page ids.
+struct RankPool {
+  int32_t rank = 0;  // pp_rank * tp_size + tp_rank of `layout`
+  std::string worker_address;
+  std::string rkey;
+  uint64_t pool_base = 0;
+  uint64_t pool_bytes = 0;
+  PageLayout layout;
+};
 
 // The receiver's answer to a reservation.
 struct TransferTicket {
@@ -41,6 +53,19 @@ struct TransferTicket {
   // that the sender can check it computes the same prefix.
   std::vector<std::string> cached_block_hashes;
   int64_t lease_deadline_unix_ms = 0;  // the pages are freed after this
+  // A sliced transfer: every rank of the receiver, in rank order (the fields above then
+  // describe rank 0). Empty when both sides are one rank with one layout.
+  std::vector<RankPool> ranks;
+};
+
+// What one sender rank wrote into one receiver rank (transport/kv_checksum.h,
+// SliceKvChecksum).
+struct SliceSum {
+  int32_t sender_rank = 0;
+  int32_t receiver_rank = 0;
+  uint64_t checksum = 0;
+  uint64_t bytes = 0;
+  bool operator==(const SliceSum&) const = default;
 };
 
 // The sender's last message for a transfer.
@@ -52,6 +77,9 @@ struct TransferComplete {
   // XXH3-64 over the bytes written, in the order written (block by block, layer by layer,
   // K then V). The receiver recomputes it over its pages.
   uint64_t checksum = 0;
+  // A sliced transfer: one entry per (writing sender rank, receiver rank) pair that share
+  // K/V (kvcache::SliceWriters); checksum is then 0.
+  std::vector<SliceSum> slices;
 };
 
 struct TicketLimits {
@@ -60,6 +88,7 @@ struct TicketLimits {
   size_t max_request_id_bytes = 256;
   int64_t max_prompt_tokens = 1 << 20;
   absl::Duration max_lease = absl::Minutes(10);
+  size_t max_ranks = 4096;  // ranks of a group, on either side
 };
 
 // The sender's checks of a ticket against its own layout: every size, id and offset from
@@ -73,6 +102,29 @@ struct TicketLimits {
 // DeadlineExceeded. The checks and their order: docs/transport.md.
 absl::Status ValidateTicket(const TransferTicket& ticket, const PageLayout& local,
                             const TicketLimits& limits, absl::Time now);
+
+// The sender's checks of a sliced ticket (ticket.ranks set) against its ranks' layouts
+// `senders`: every rank's pool as ValidateTicket checks one (bounds, pages, lease), the
+// ranks numbered 0.. in order, every rank compatible with every sender
+// (kvcache::CheckSliceCompatible), and every receiver rank's page filled exactly once by
+// the senders' writers (kvcache::CheckSliceCover).
+// The first part of that: the ranks' pools alone.
+absl::Status ValidateTicketRanks(const TransferTicket& ticket, const TicketLimits& limits,
+                                 absl::Time now);
+absl::Status ValidateSlicedTicket(const TransferTicket& ticket,
+                                  const std::vector<PageLayout>& senders,
+                                  const TicketLimits& limits, absl::Time now);
+
+// The receiver's check of a sliced reservation: each sender rank's layout well formed
+// (InvalidArgument naming sender_ranks[i]), compatible with the receiver's ranks, and
+// together filling each receiver rank's page exactly once (FailedPrecondition).
+absl::Status CheckSenderSlices(const std::vector<PageLayout>& senders,
+                               const std::vector<PageLayout>& receivers);
+
+// The (sender rank, receiver rank) pairs a sliced completion must carry, in sender-major
+// order: writers only, pairs that share some K/V.
+std::vector<std::pair<int32_t, int32_t>> ExpectedSlices(const std::vector<PageLayout>& senders,
+                                                        const std::vector<PageLayout>& receivers);
 
 // The receiver's check of the layout a sender says it writes (ReserveRequest
 // .sender_layout): well formed (InvalidArgument naming sender_layout's field), and equal to

@@ -179,5 +179,141 @@ TEST(SliceCopy, PagesOfDifferentModelsAreRefusedByField) {
   EXPECT_NE(CheckSliceCompatible(a, b).message().find("block_size"), std::string::npos);
 }
 
+// ---- SliceWriters and CheckSliceCover ----
+
+// A layout of layers [first_layer, first_layer + layers) and KV heads [first_head,
+// first_head + heads) of the model of this file.
+PageLayout Cut(int64_t first_layer, int64_t layers, int64_t first_head, int64_t heads) {
+  PageLayout l;
+  l.head_dim = kHeadDim;
+  l.block_size = kBlock;
+  l.first_layer = first_layer;
+  l.num_layers = layers;
+  l.first_kv_head = first_head;
+  l.num_kv_heads = heads;
+  return l;
+}
+
+TEST(SliceWriters, ReplicasOfOneSliceWriteOnce) {
+  // tp=4 over a model of 2 KV heads: ranks 0 and 1 hold head 0, ranks 2 and 3 head 1.
+  std::vector<PageLayout> group;
+  for (int r = 0; r < 4; ++r) {
+    PageLayout l = Cut(0, kLayers, r / 2, 1);
+    l.tp_rank = r;
+    l.tp_size = 4;
+    group.push_back(l);
+  }
+  EXPECT_EQ(SliceWriters(group), (std::vector<bool>{true, false, true, false}));
+
+  // The same with this file's model (4 heads) at tp=8, over two pipeline stages.
+  std::vector<PageLayout> tp8pp2;
+  for (int pr = 0; pr < 2; ++pr)
+    for (int tr = 0; tr < 8; ++tr) tp8pp2.push_back(Slice(8, tr, 2, pr));
+  const std::vector<bool> writers = SliceWriters(tp8pp2);
+  ASSERT_EQ(writers.size(), 16u);
+  for (size_t i = 0; i < writers.size(); ++i) EXPECT_EQ(writers[i], i % 2 == 0) << i;
+}
+
+TEST(SliceWriters, DistinctSlicesAllWrite) {
+  std::vector<PageLayout> tp4;
+  for (int r = 0; r < 4; ++r) tp4.push_back(Slice(4, r, 1, 0));
+  EXPECT_EQ(SliceWriters(tp4), (std::vector<bool>{true, true, true, true}));
+
+  std::vector<PageLayout> tp2pp3;
+  for (int pr = 0; pr < 3; ++pr)
+    for (int tr = 0; tr < 2; ++tr) tp2pp3.push_back(Slice(2, tr, 3, pr));
+  EXPECT_EQ(SliceWriters(tp2pp3), std::vector<bool>(6, true));
+
+  // Same heads, other layers: not replicas.
+  const std::vector<PageLayout> stages = {Cut(0, 3, 0, kHeads), Cut(3, 2, 0, kHeads)};
+  EXPECT_EQ(SliceWriters(stages), (std::vector<bool>{true, true}));
+
+  EXPECT_TRUE(SliceWriters({}).empty());
+  const std::vector<PageLayout> one = {Slice(1, 0, 1, 0)};
+  EXPECT_EQ(SliceWriters(one), std::vector<bool>{true});
+}
+
+TEST(CheckSliceCover, TensorSlicesCoverEitherWay) {
+  const std::vector<PageLayout> tp2 = {Slice(2, 0, 1, 0), Slice(2, 1, 1, 0)};
+  const PageLayout tp1 = Slice(1, 0, 1, 0);
+  EXPECT_TRUE(CheckSliceCover(tp2, tp1).ok()) << CheckSliceCover(tp2, tp1);
+  const std::vector<PageLayout> whole = {tp1};
+  for (const PageLayout& r : tp2) EXPECT_TRUE(CheckSliceCover(whole, r).ok()) << r.tp_rank;
+  // And TP4 into TP2.
+  std::vector<PageLayout> tp4;
+  for (int r = 0; r < 4; ++r) tp4.push_back(Slice(4, r, 1, 0));
+  for (const PageLayout& r : tp2) EXPECT_TRUE(CheckSliceCover(tp4, r).ok()) << r.tp_rank;
+}
+
+TEST(CheckSliceCover, ReplicatedSendersCoverOnce) {
+  // tp=8 over 4 heads: each head held twice, written by one of the two.
+  std::vector<PageLayout> tp8;
+  for (int r = 0; r < 8; ++r) tp8.push_back(Slice(8, r, 1, 0));
+  EXPECT_TRUE(CheckSliceCover(tp8, Slice(1, 0, 1, 0)).ok());
+  for (int r = 0; r < 2; ++r) EXPECT_TRUE(CheckSliceCover(tp8, Slice(2, r, 1, 0)).ok()) << r;
+}
+
+TEST(CheckSliceCover, PipelineCutsCoverEachOther) {
+  // 5 layers cut 3+2 on one side and 2+3 on the other.
+  const std::vector<PageLayout> three_two = {Cut(0, 3, 0, kHeads), Cut(3, 2, 0, kHeads)};
+  const std::vector<PageLayout> two_three = {Cut(0, 2, 0, kHeads), Cut(2, 3, 0, kHeads)};
+  for (const PageLayout& r : two_three) {
+    EXPECT_TRUE(CheckSliceCover(three_two, r).ok()) << CheckSliceCover(three_two, r);
+  }
+  for (const PageLayout& r : three_two) {
+    EXPECT_TRUE(CheckSliceCover(two_three, r).ok()) << CheckSliceCover(two_three, r);
+  }
+  EXPECT_TRUE(CheckSliceCover(three_two, Cut(0, kLayers, 0, kHeads)).ok());
+  // TP2 x PP3 senders into a TP1 x PP2 receiver.
+  std::vector<PageLayout> tp2pp3;
+  for (int pr = 0; pr < 3; ++pr)
+    for (int tr = 0; tr < 2; ++tr) tp2pp3.push_back(Slice(2, tr, 3, pr));
+  for (int pr = 0; pr < 2; ++pr) EXPECT_TRUE(CheckSliceCover(tp2pp3, Slice(1, 0, 2, pr)).ok());
+}
+
+TEST(CheckSliceCover, AMissingSliceIsNamed) {
+  // Rank 0 of a TP2 group alone: heads 2 and 3 of the receiver have no writer.
+  const std::vector<PageLayout> half = {Slice(2, 0, 1, 0)};
+  const absl::Status s = CheckSliceCover(half, Slice(1, 0, 1, 0));
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("0 of the sender's ranks hold layer 0 KV head 2"), std::string::npos)
+      << s;
+  // The receiver's rank that is short is named too.
+  const absl::Status r1 = CheckSliceCover(half, Slice(2, 1, 1, 0));
+  EXPECT_EQ(r1.code(), absl::StatusCode::kFailedPrecondition) << r1;
+  EXPECT_NE(r1.message().find("receiver's rank 1"), std::string::npos) << r1;
+  // But rank 0 of the receiver is covered by it.
+  EXPECT_TRUE(CheckSliceCover(half, Slice(2, 0, 1, 0)).ok());
+
+  // A pipeline stage missing: layers 3 and 4.
+  const std::vector<PageLayout> first_stage = {Cut(0, 3, 0, kHeads)};
+  const absl::Status p = CheckSliceCover(first_stage, Cut(0, kLayers, 0, kHeads));
+  EXPECT_EQ(p.code(), absl::StatusCode::kFailedPrecondition) << p;
+  EXPECT_NE(p.message().find("layer 3 KV head 0"), std::string::npos) << p;
+
+  // No senders at all.
+  const absl::Status none = CheckSliceCover({}, Slice(1, 0, 1, 0));
+  EXPECT_EQ(none.code(), absl::StatusCode::kFailedPrecondition) << none;
+  EXPECT_NE(none.message().find("layer 0 KV head 0"), std::string::npos) << none;
+}
+
+TEST(CheckSliceCover, OverlappingWritersFailThoughTheBytesWouldSum) {
+  // Heads [0, 2) and [1, 3): four heads' worth of bytes, as a 4-head receiver holds, but
+  // head 1 has two writers (and head 3 none).
+  const std::vector<PageLayout> overlap = {Cut(0, kLayers, 0, 2), Cut(0, kLayers, 1, 2)};
+  const PageLayout receiver = Cut(0, kLayers, 0, kHeads);
+  ASSERT_EQ(overlap[0].page_bytes() + overlap[1].page_bytes(), receiver.page_bytes());
+  const absl::Status s = CheckSliceCover(overlap, receiver);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("2 of the sender's ranks hold layer 0 KV head 1"), std::string::npos)
+      << s;
+
+  // Overlapping pipeline stages: layers [0, 3) and [2, 5), same heads.
+  const std::vector<PageLayout> stages = {Cut(0, 3, 0, kHeads), Cut(2, 3, 0, kHeads)};
+  const absl::Status p = CheckSliceCover(stages, receiver);
+  EXPECT_EQ(p.code(), absl::StatusCode::kFailedPrecondition) << p;
+  EXPECT_NE(p.message().find("layer 2 KV head 0"), std::string::npos) << p;
+}
+
 }  // namespace
 }  // namespace baton::kvcache

@@ -1,16 +1,24 @@
 #include "transport/transfer_ticket.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <limits>
 #include <ostream>
+#include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/slice_copy.h"
+#include "transport/kv_checksum.h"
+#include "xxhash.h"
 
 namespace baton::transport {
 namespace {
@@ -563,6 +571,397 @@ TEST(ValidateCompleteTest, HostileTicketDoesNotOverflow) {
   c.blocks_written = 3;
   EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kInvalidArgument);
   t.layout.num_layers = -1;
+  EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kInvalidArgument);
+}
+
+// ---- Sliced transfers ----
+
+// Rank `rank` of a TP group of `tp` over Layout()'s model (4 KV heads); above 4, the heads
+// are replicated.
+PageLayout TpSlice(int tp, int rank) {
+  PageLayout l = Layout();
+  l.tp_size = tp;
+  l.tp_rank = rank;
+  if (tp <= 4) {
+    l.num_kv_heads = 4 / tp;
+    l.first_kv_head = rank * l.num_kv_heads;
+  } else {
+    l.num_kv_heads = 1;
+    l.first_kv_head = rank / (tp / 4);
+  }
+  return l;
+}
+
+RankPool Pool(int32_t rank, const PageLayout& layout) {
+  RankPool r;
+  r.rank = rank;
+  r.worker_address = std::string(64, static_cast<char>('a' + rank));
+  r.rkey = std::string(32, static_cast<char>('k' + rank));
+  r.pool_base = 0x7f0000000000 + (static_cast<uint64_t>(rank) << 32);
+  r.pool_bytes = static_cast<uint64_t>(kPoolPages * PageBytes(layout));
+  r.layout = layout;
+  return r;
+}
+
+// Ticket() from a TP2 receiver: the top-level fields describe rank 0.
+TransferTicket SlicedTicket() {
+  TransferTicket t = Ticket();
+  t.ranks = {Pool(0, TpSlice(2, 0)), Pool(1, TpSlice(2, 1))};
+  t.layout = t.ranks[0].layout;
+  t.worker_address = t.ranks[0].worker_address;
+  t.rkey = t.ranks[0].rkey;
+  t.pool_base = t.ranks[0].pool_base;
+  t.pool_bytes = t.ranks[0].pool_bytes;
+  return t;
+}
+
+// Copies `prompt_len` tokens' K/V of blocks first_block.. from `src` pages to `dst` pages,
+// as a sender rank writes them: SliceCopyRuns over each block's filled positions.
+void CopySlices(const std::vector<std::byte>& src_pool, const PageLayout& src,
+                const std::vector<int32_t>& src_pages, std::vector<std::byte>* dst_pool,
+                const PageLayout& dst, const std::vector<int32_t>& dst_pages, int64_t first_block,
+                int64_t prompt_len) {
+  ASSERT_EQ(src_pages.size(), dst_pages.size());
+  for (size_t i = 0; i < src_pages.size(); ++i) {
+    const int64_t block = first_block + static_cast<int64_t>(i);
+    const int64_t filled = std::min(prompt_len - block * src.block_size, src.block_size);
+    ASSERT_GT(filled, 0);
+    for (const kvcache::CopyRun& r : kvcache::SliceCopyRuns(src, dst, 0, INT64_MAX, 0, filled)) {
+      const int64_t from = src_pages[i] * src.page_bytes() + r.src_offset;
+      const int64_t to = dst_pages[i] * dst.page_bytes() + r.dst_offset;
+      ASSERT_LE(from + r.bytes, static_cast<int64_t>(src_pool.size()));
+      ASSERT_LE(to + r.bytes, static_cast<int64_t>(dst_pool->size()));
+      std::memcpy(dst_pool->data() + to, src_pool.data() + from, static_cast<size_t>(r.bytes));
+    }
+  }
+}
+
+TEST(SliceKvChecksumTest, SenderAndReceiverAgreeOnTheBytesThatMoved) {
+  // A model of 3 layers, 4 KV heads of 3 lanes, blocks of 4 tokens. The sender is rank 1
+  // of a TP2 group (heads 2, 3), the receiver one rank holding all 4 heads.
+  PageLayout model;
+  model.num_layers = 3;
+  model.num_kv_heads = 4;
+  model.head_dim = 3;
+  model.block_size = 4;
+  model.dtype = "f32";
+  PageLayout src = model;
+  src.num_kv_heads = 2;
+  src.first_kv_head = 2;
+  src.tp_rank = 1;
+  src.tp_size = 2;
+  const PageLayout dst = model;
+  ASSERT_TRUE(kvcache::CheckSliceCompatible(src, dst).ok());
+
+  // 14 tokens: blocks 0..3, block 3 holds 2 of 4 positions; block 0 is cached.
+  constexpr int64_t kPages = 8, kPrompt = 14, kFirstBlock = 1;
+  const std::vector<int32_t> src_pages = {5, 2, 7};
+  const std::vector<int32_t> dst_pages = {1, 6, 3};
+  std::mt19937 rng(1234);
+  std::uniform_real_distribution<float> dist(-4.0f, 4.0f);
+  const auto fill = [&](std::vector<std::byte>* pool) {
+    std::vector<float> f(pool->size() / sizeof(float));
+    for (float& x : f) x = dist(rng);
+    std::memcpy(pool->data(), f.data(), pool->size());
+  };
+  std::vector<std::byte> src_pool(static_cast<size_t>(kPages * src.page_bytes()));
+  std::vector<std::byte> dst_pool(static_cast<size_t>(kPages * dst.page_bytes()));  // as many
+  fill(&src_pool);
+  fill(&dst_pool);
+  CopySlices(src_pool, src, src_pages, &dst_pool, dst, dst_pages, kFirstBlock, kPrompt);
+  if (HasFatalFailure()) return;
+
+  const auto sender = [&] {
+    return SliceKvChecksum(src_pool.data(), src, dst, SliceSide::kSource, src_pages, kFirstBlock,
+                           kPrompt);
+  };
+  const auto receiver = [&] {
+    return SliceKvChecksum(dst_pool.data(), src, dst, SliceSide::kDestination, dst_pages,
+                           kFirstBlock, kPrompt);
+  };
+  const KvChecksum want = sender();
+  const KvChecksum got = receiver();
+  EXPECT_EQ(got.hash, want.hash);
+  EXPECT_EQ(got.bytes, want.bytes);
+  // 3 layers x K, V x (4 + 4 + 2) positions x 2 shared heads x 3 lanes x 4 bytes.
+  EXPECT_EQ(want.bytes, 3u * 2 * 10 * 2 * 3 * 4);
+
+  // The hash is XXH3-64 of those bytes, block by block, layer, K then V, position, heads.
+  std::string moved;
+  const int64_t head_bytes = src.head_dim * 4;
+  for (size_t i = 0; i < src_pages.size(); ++i) {
+    const int64_t filled = std::min<int64_t>(kPrompt - (kFirstBlock + i) * 4, 4);
+    for (int64_t layer = 0; layer < 3; ++layer)
+      for (int64_t half = 0; half < 2; ++half)
+        for (int64_t pos = 0; pos < filled; ++pos) {
+          const int64_t off = src_pages[i] * src.page_bytes() +
+                              ((layer * 2 + half) * 4 + pos) * src.num_kv_heads * head_bytes;
+          moved.append(reinterpret_cast<const char*>(src_pool.data()) + off,
+                       static_cast<size_t>(2 * head_bytes));
+        }
+  }
+  EXPECT_EQ(moved.size(), want.bytes);
+  EXPECT_EQ(XXH3_64bits(moved.data(), moved.size()), want.hash);
+
+  // Byte offset in the destination pool of (dst page i, layer, half, pos, model head).
+  const auto dst_at = [&](size_t i, int64_t layer, int64_t half, int64_t pos, int64_t head) {
+    return static_cast<size_t>(dst_pages[i] * dst.page_bytes() +
+                               ((layer * 2 + half) * 4 + pos) * dst.num_kv_heads * head_bytes +
+                               head * head_bytes);
+  };
+  // A byte the sender wrote, in a full block and in the partial one: the receiver's sum moves.
+  for (const size_t at :
+       {dst_at(0, 1, 1, 3, 3) + 5, dst_at(2, 2, 0, 1, 2), dst_at(2, 0, 1, 0, 3)}) {
+    dst_pool[at] ^= std::byte{0x01};
+    EXPECT_NE(receiver().hash, want.hash) << at;
+    dst_pool[at] ^= std::byte{0x01};
+  }
+  EXPECT_EQ(receiver().hash, want.hash);
+  // A byte of the partial block past the prompt, or of heads this sender does not hold: it
+  // never moved, and the receiver's sum does not see it.
+  for (const size_t at : {dst_at(2, 0, 0, 2, 2), dst_at(2, 2, 1, 3, 3) + 11, dst_at(0, 0, 0, 0, 0),
+                          dst_at(1, 2, 1, 3, 1)}) {
+    dst_pool[at] ^= std::byte{0x80};
+    const KvChecksum after = receiver();
+    EXPECT_EQ(after.hash, want.hash) << at;
+    EXPECT_EQ(after.bytes, want.bytes) << at;
+    dst_pool[at] ^= std::byte{0x80};
+  }
+  // The sender's side sees its own bytes change.
+  const size_t src_at = static_cast<size_t>(src_pages[1] * src.page_bytes() + 17);
+  src_pool[src_at] ^= std::byte{0x40};
+  EXPECT_NE(sender().hash, want.hash);
+}
+
+TEST(SliceKvChecksumTest, EqualSlicesAgreeWithThePromptChecksumBytes) {
+  // One rank to one rank of the same slice: the same bytes as PromptKvChecksum counts.
+  const PageLayout l = Layout();
+  std::vector<std::byte> pool(static_cast<size_t>(4 * l.page_bytes()));
+  for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<std::byte>(i * 31 + 7);
+  const std::vector<int32_t> pages = {3, 1};
+  const KvChecksum slice =
+      SliceKvChecksum(pool.data(), l, l, SliceSide::kSource, pages, /*first_block=*/1, 40);
+  const KvChecksum prompt = PromptKvChecksum(pool.data(), l, pages, 1, 40);
+  EXPECT_EQ(slice.bytes, prompt.bytes);
+  EXPECT_EQ(slice.bytes, static_cast<uint64_t>(l.page_bytes() + 2 * 2 * 8 * 4 * 4 * 4));
+  const KvChecksum back = SliceKvChecksum(pool.data(), l, l, SliceSide::kDestination, pages, 1, 40);
+  EXPECT_EQ(back.hash, slice.hash);
+}
+
+TEST(ExpectedSlicesTest, PairsOfWritersThatShareKv) {
+  using Pairs = std::vector<std::pair<int32_t, int32_t>>;
+  const std::vector<PageLayout> tp1 = {TpSlice(1, 0)};
+  const std::vector<PageLayout> tp2 = {TpSlice(2, 0), TpSlice(2, 1)};
+  EXPECT_EQ(ExpectedSlices(tp2, tp1), (Pairs{{0, 0}, {1, 0}}));
+  EXPECT_EQ(ExpectedSlices(tp1, tp2), (Pairs{{0, 0}, {0, 1}}));
+  EXPECT_EQ(ExpectedSlices(tp2, tp2), (Pairs{{0, 0}, {1, 1}}));
+  EXPECT_EQ(ExpectedSlices(tp1, tp1), (Pairs{{0, 0}}));
+  // TP4 into TP2: sender-major order.
+  std::vector<PageLayout> tp4;
+  for (int r = 0; r < 4; ++r) tp4.push_back(TpSlice(4, r));
+  EXPECT_EQ(ExpectedSlices(tp4, tp2), (Pairs{{0, 0}, {1, 0}, {2, 1}, {3, 1}}));
+  EXPECT_EQ(ExpectedSlices(tp2, tp4), (Pairs{{0, 0}, {0, 1}, {1, 2}, {1, 3}}));
+}
+
+TEST(ExpectedSlicesTest, ReplicaSendersAreSkipped) {
+  using Pairs = std::vector<std::pair<int32_t, int32_t>>;
+  // tp=8 over 4 heads: ranks 2k and 2k+1 hold head k; only the even ranks write.
+  std::vector<PageLayout> tp8;
+  for (int r = 0; r < 8; ++r) tp8.push_back(TpSlice(8, r));
+  const std::vector<PageLayout> tp1 = {TpSlice(1, 0)};
+  EXPECT_EQ(ExpectedSlices(tp8, tp1), (Pairs{{0, 0}, {2, 0}, {4, 0}, {6, 0}}));
+  const std::vector<PageLayout> tp2 = {TpSlice(2, 0), TpSlice(2, 1)};
+  EXPECT_EQ(ExpectedSlices(tp8, tp2), (Pairs{{0, 0}, {2, 0}, {4, 1}, {6, 1}}));
+  // A replicated receiver takes from every writer whose heads it holds.
+  EXPECT_EQ(ExpectedSlices(tp1, tp8),
+            (Pairs{{0, 0}, {0, 1}, {0, 2}, {0, 3}, {0, 4}, {0, 5}, {0, 6}, {0, 7}}));
+}
+
+TEST(ValidateSlicedTicketTest, ValidTicketPasses) {
+  const TransferTicket t = SlicedTicket();
+  const std::vector<PageLayout> tp1 = {Layout()};
+  EXPECT_TRUE(ValidateTicketRanks(t, TicketLimits{}, kNow).ok())
+      << ValidateTicketRanks(t, TicketLimits{}, kNow);
+  EXPECT_TRUE(ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow).ok())
+      << ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  const std::vector<PageLayout> tp2 = {TpSlice(2, 0), TpSlice(2, 1)};
+  EXPECT_TRUE(ValidateSlicedTicket(t, tp2, TicketLimits{}, kNow).ok());
+  std::vector<PageLayout> tp4;
+  for (int r = 0; r < 4; ++r) tp4.push_back(TpSlice(4, r));
+  EXPECT_TRUE(ValidateSlicedTicket(t, tp4, TicketLimits{}, kNow).ok());
+}
+
+TEST(ValidateSlicedTicketTest, RanksOutOfOrderAreRefused) {
+  const std::vector<PageLayout> tp1 = {Layout()};
+  TransferTicket t = SlicedTicket();
+  std::swap(t.ranks[0].rank, t.ranks[1].rank);
+  absl::Status s = ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks[0].rank is 1"));
+
+  t = SlicedTicket();
+  t.ranks[1].rank = 2;
+  s = ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks[1].rank is 2"));
+}
+
+TEST(ValidateSlicedTicketTest, EachRanksPoolIsChecked) {
+  const std::vector<PageLayout> tp1 = {Layout()};
+  // Rank 1's pool holds 5 pages; the ticket's page 7 is outside it.
+  TransferTicket t = SlicedTicket();
+  t.ranks[1].pool_bytes = static_cast<uint64_t>(5 * PageBytes(t.ranks[1].layout));
+  absl::Status s = ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks[1]"));
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.page_ids[0] is 7; the pool has 5 pages"));
+
+  // Rank 1's rkey missing; rank 0's pool not whole pages.
+  t = SlicedTicket();
+  t.ranks[1].rkey.clear();
+  s = ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks[1]: ticket.rkey"));
+  t = SlicedTicket();
+  t.ranks[0].pool_bytes += 1;
+  s = ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks[0]: ticket.pool_bytes"));
+
+  // A malformed rank layout.
+  t = SlicedTicket();
+  t.ranks[1].layout.tp_rank = 2;
+  s = ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks[1]"));
+
+  // The lease, shared by all ranks.
+  t = SlicedTicket();
+  t.lease_deadline_unix_ms = kNowMs;
+  EXPECT_EQ(ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow).code(),
+            absl::StatusCode::kDeadlineExceeded);
+
+  // Ranks of other block sizes (a prompt of one block for both, so that the pages agree).
+  t = SlicedTicket();
+  t.prompt_tokens = 16;
+  t.first_block = 0;
+  t.page_ids = {7};
+  t.cached_block_hashes.clear();
+  ASSERT_TRUE(ValidateTicketRanks(t, TicketLimits{}, kNow).ok());
+  t.ranks[1].layout.block_size = 32;
+  t.ranks[1].pool_bytes = static_cast<uint64_t>(kPoolPages * PageBytes(t.ranks[1].layout));
+  s = ValidateTicketRanks(t, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks[1].layout.block_size is 32"));
+}
+
+TEST(ValidateSlicedTicketTest, RankCountIsBounded) {
+  const std::vector<PageLayout> tp1 = {Layout()};
+  TransferTicket t = SlicedTicket();
+  t.ranks.clear();
+  absl::Status s = ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks has 0 entries"));
+  TicketLimits limits;
+  limits.max_ranks = 1;
+  s = ValidateSlicedTicket(SlicedTicket(), tp1, limits, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("ticket.ranks has 2 entries"));
+}
+
+TEST(ValidateSlicedTicketTest, SendersThatDoNotCoverAreRefused) {
+  // One of two TP2 slices: receiver rank 1 (heads 2, 3) gets no writer.
+  const std::vector<PageLayout> half = {TpSlice(2, 0)};
+  const absl::Status s = ValidateSlicedTicket(SlicedTicket(), half, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("layer 0 KV head 2"));
+  // No senders at all.
+  EXPECT_EQ(ValidateSlicedTicket(SlicedTicket(), {}, TicketLimits{}, kNow).code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
+TEST(ValidateSlicedTicketTest, ARankOfAnotherModelIsRefused) {
+  TransferTicket t = SlicedTicket();
+  t.ranks[1].layout.head_dim = 8;
+  t.ranks[1].pool_bytes = static_cast<uint64_t>(kPoolPages * PageBytes(t.ranks[1].layout));
+  ASSERT_TRUE(ValidateTicketRanks(t, TicketLimits{}, kNow).ok());
+  const std::vector<PageLayout> tp1 = {Layout()};
+  const absl::Status s = ValidateSlicedTicket(t, tp1, TicketLimits{}, kNow);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("head_dim 4 (source) vs 8 (destination)"));
+}
+
+TEST(CheckSenderSlicesTest, MalformedSenderIsNamed) {
+  const std::vector<PageLayout> receivers = {TpSlice(2, 0), TpSlice(2, 1)};
+  std::vector<PageLayout> senders = {Layout()};
+  EXPECT_TRUE(CheckSenderSlices(senders, receivers).ok());
+  senders[0].num_layers = 0;
+  absl::Status s = CheckSenderSlices(senders, receivers);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("sender_ranks[0].num_layers is 0"));
+
+  senders = {TpSlice(2, 0), TpSlice(2, 1)};
+  senders[1].dtype = "f64";
+  s = CheckSenderSlices(senders, receivers);
+  EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("sender_ranks[1].dtype is 'f64'"));
+
+  senders = {TpSlice(2, 0), TpSlice(2, 1)};
+  senders[1].dtype = "bf16";
+  s = CheckSenderSlices(senders, receivers);
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("dtype"));
+}
+
+TEST(ValidateCompleteTest, SlicedTicketCountsEveryRanksPageBytes) {
+  TransferTicket t = SlicedTicket();
+  const uint64_t rank_page = static_cast<uint64_t>(PageBytes(TpSlice(2, 0)));
+  ASSERT_EQ(rank_page, 2048u);
+  TransferComplete c = Complete();
+  c.checksum = 0;
+  c.slices = {{0, 0, 0x11, 1}, {0, 1, 0x22, 1}};
+  c.bytes_written = 2 * (rank_page + rank_page);
+  EXPECT_TRUE(ValidateComplete(c, t, kVocab).ok()) << ValidateComplete(c, t, kVocab);
+  // Rank 0's page alone is short.
+  c.bytes_written = 2 * rank_page;
+  absl::Status s = ValidateComplete(c, t, kVocab);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("page_bytes 4096 is 8192"));
+  c.bytes_written = 2 * 2 * rank_page + 1;
+  EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kDataLoss);
+
+  // Ranks of unequal slices: a stage of 2 layers and one of 1.
+  PageLayout stage1 = TpSlice(2, 1);
+  stage1.num_layers = 1;
+  t.ranks[1].layout = stage1;
+  const uint64_t sum = rank_page + static_cast<uint64_t>(PageBytes(stage1));
+  ASSERT_EQ(sum, 3072u);
+  c.bytes_written = 2 * sum;
+  EXPECT_TRUE(ValidateComplete(c, t, kVocab).ok()) << ValidateComplete(c, t, kVocab);
+  c.bytes_written = 2 * sum - 1;
+  s = ValidateComplete(c, t, kVocab);
+  EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+  EXPECT_THAT(std::string(s.message()), HasSubstr("page_bytes 3072 is 6144"));
+  c.bytes_written = 2 * 4096;  // the whole model's page
+  EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kDataLoss);
+
+  // A rank's hostile layout is not a byte count.
+  c.bytes_written = 2 * sum;
+  t.ranks[1].layout.num_layers = -1;
+  EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kInvalidArgument);
+  t.ranks[1].layout.num_layers = std::numeric_limits<int64_t>::max() / 4;
+  EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kInvalidArgument);
+  // Each rank's page 2^62 bytes: one fits (and is the wrong count), two overflow the sum.
+  t.ranks[1].layout = stage1;
+  PageLayout huge = stage1;
+  huge.num_layers = int64_t{1} << 41;
+  huge.num_kv_heads = int64_t{1} << 10;
+  huge.head_dim = int64_t{1} << 4;
+  ASSERT_EQ(huge.checked_page_bytes(), int64_t{1} << 62);
+  t.ranks.push_back(t.ranks[1]);
+  t.ranks[2].layout = huge;
+  EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kDataLoss);
+  t.ranks.push_back(t.ranks[2]);
   EXPECT_EQ(ValidateComplete(c, t, kVocab).code(), absl::StatusCode::kInvalidArgument);
 }
 
