@@ -549,6 +549,7 @@ void Engine::Step() {
   for (size_t i = 0; i < plan.items.size(); ++i) {
     sinks[i] = live_.at(plan.items[i].seq->id)->sink.get();
     any_sink = any_sink || sinks[i] != nullptr;
+    if (sinks[i] != nullptr) inputs[i].kv_push = sinks[i]->group_push();
   }
   if (any_sink) {
     runner_->set_layer_kv_hook([&sinks](int64_t layer, std::span<const SequenceInput> batch) {

@@ -30,6 +30,11 @@ class KvSink {
   // true when the prompt is complete (the request sampled its first token). An error here
   // fails the request.
   virtual absl::Status Drain(std::span<const int32_t> block_table, bool done) = 0;
+
+  // A sink of a worker group's leader whose ranks each push their own slice (their layer
+  // hooks see this id in the step's plan, engine/parallel/rank_kv.h): then nonzero, and
+  // OnLayerWritten is the leader's own rank's part only if the sink says so.
+  virtual uint64_t group_push() const { return 0; }
 };
 
 }  // namespace baton::engine

@@ -15,6 +15,9 @@ struct SequenceInput {
   int64_t start_pos = 0;                 // tokens already in this sequence's KV pages
   std::span<const int32_t> block_table;  // pages covering [0, start_pos + tokens.size())
   LogitsWanted logits = LogitsWanted::kLast;
+  // In a worker group, the id under which every rank knows the KV push this sequence's
+  // prompt feeds (engine/kv_sink.h, group_push); 0: none.
+  uint64_t kv_push = 0;
 };
 
 struct ForwardOutput {

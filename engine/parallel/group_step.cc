@@ -48,7 +48,7 @@ std::vector<model::SequenceInput> GroupStep::Inputs() const {
   size_t t = 0, b = 0;
   for (const Seq& s : seqs) {
     out.push_back({std::span<const int32_t>(tokens).subspan(t, s.num_tokens), s.start_pos,
-                   std::span<const int32_t>(blocks).subspan(b, s.num_blocks), s.logits});
+                   std::span<const int32_t>(blocks).subspan(b, s.num_blocks), s.logits, s.kv_push});
     t += s.num_tokens;
     b += s.num_blocks;
   }
@@ -60,7 +60,7 @@ GroupStep PlanGroupStep(std::span<const model::SequenceInput> batch, int micro) 
   int64_t total = 0;
   for (const model::SequenceInput& in : batch) {
     plan.seqs.push_back({in.start_pos, static_cast<int32_t>(in.tokens.size()),
-                         static_cast<int32_t>(in.block_table.size()), in.logits});
+                         static_cast<int32_t>(in.block_table.size()), in.logits, in.kv_push});
     plan.tokens.insert(plan.tokens.end(), in.tokens.begin(), in.tokens.end());
     plan.blocks.insert(plan.blocks.end(), in.block_table.begin(), in.block_table.end());
     total += static_cast<int64_t>(in.tokens.size());
@@ -85,7 +85,7 @@ GroupStep PlanGroupStep(std::span<const model::SequenceInput> batch, int micro) 
 
 std::string EncodeGroupStep(const GroupStep& plan) {
   std::string out;
-  out.reserve(8 + plan.seqs.size() * 20 +
+  out.reserve(8 + plan.seqs.size() * 28 +
               (plan.micro_ends.size() + plan.tokens.size() + plan.blocks.size()) * 4);
   Put<uint32_t>(&out, static_cast<uint32_t>(plan.seqs.size()));
   Put<uint32_t>(&out, static_cast<uint32_t>(plan.micro_ends.size()));
@@ -94,6 +94,7 @@ std::string EncodeGroupStep(const GroupStep& plan) {
     Put<int32_t>(&out, s.num_tokens);
     Put<int32_t>(&out, s.num_blocks);
     Put<int32_t>(&out, static_cast<int32_t>(s.logits));
+    Put<uint64_t>(&out, s.kv_push);
   }
   for (int32_t e : plan.micro_ends) Put<int32_t>(&out, e);
   for (const std::vector<int32_t>* ints : {&plan.tokens, &plan.blocks}) {
@@ -105,6 +106,10 @@ std::string EncodeGroupStep(const GroupStep& plan) {
 absl::StatusOr<GroupStep> DecodeGroupStep(StepOp op, std::string_view bytes) {
   GroupStep plan;
   plan.op = op;
+  if (op == StepOp::kCall) {
+    plan.call = std::string(bytes);
+    return plan;
+  }
   if (op != StepOp::kForward) {
     if (!bytes.empty()) return Bad("a control message carries a body");
     return plan;
@@ -122,7 +127,8 @@ absl::StatusOr<GroupStep> DecodeGroupStep(StepOp op, std::string_view bytes) {
   plan.seqs.resize(num_seqs);
   for (GroupStep::Seq& s : plan.seqs) {
     int32_t logits = 0;
-    if (!r.Get(&s.start_pos) || !r.Get(&s.num_tokens) || !r.Get(&s.num_blocks) || !r.Get(&logits)) {
+    if (!r.Get(&s.start_pos) || !r.Get(&s.num_tokens) || !r.Get(&s.num_blocks) || !r.Get(&logits) ||
+        !r.Get(&s.kv_push)) {
       return Bad("truncated sequence header");
     }
     if (s.start_pos < 0 || s.num_tokens < 1 || s.num_blocks < 0 || logits < 0 || logits > 2) {

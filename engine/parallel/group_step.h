@@ -5,7 +5,7 @@
 //
 // Wire form (little-endian, our own ranks only, still checked as untrusted):
 //   u32 num_seqs, u32 num_micro,
-//   num_seqs x {i64 start_pos, i32 num_tokens, i32 num_blocks, i32 logits},
+//   num_seqs x {i64 start_pos, i32 num_tokens, i32 num_blocks, i32 logits, u64 kv_push},
 //   num_micro x i32 (end of micro-batch, in sequences), then all tokens, then all blocks.
 #pragma once
 
@@ -20,7 +20,9 @@
 
 namespace baton::engine {
 
-enum class StepOp : uint32_t { kForward = 1, kKeepAlive = 2, kShutdown = 3 };
+// kCall: a request of the leader that every rank answers (GroupBackend::CallRanks); its
+// body is the caller's bytes, opaque here.
+enum class StepOp : uint32_t { kForward = 1, kKeepAlive = 2, kShutdown = 3, kCall = 4 };
 
 struct GroupStep {
   StepOp op = StepOp::kForward;
@@ -29,11 +31,13 @@ struct GroupStep {
     int32_t num_tokens = 0;
     int32_t num_blocks = 0;
     model::LogitsWanted logits = model::LogitsWanted::kNone;
+    uint64_t kv_push = 0;  // SequenceInput::kv_push
   };
   std::vector<Seq> seqs;
   std::vector<int32_t> micro_ends;  // increasing, last == seqs.size()
   std::vector<int32_t> tokens;
   std::vector<int32_t> blocks;
+  std::string call;  // kCall's body
 
   // The batch as the forward takes it; the spans point into this plan.
   std::vector<model::SequenceInput> Inputs() const;

@@ -42,7 +42,7 @@ absl::StatusOr<GroupStep> ReceiveStep(parallel::Communicator* world) {
   BATON_RETURN_IF_ERROR(world->Broadcast(frame, 0));
   FrameHeader h;
   std::memcpy(&h, frame.data(), sizeof(h));
-  if (h.magic != kStepMagic || h.size > kMaxStepBytes || h.op < 1 || h.op > 3) {
+  if (h.magic != kStepMagic || h.size > kMaxStepBytes || h.op < 1 || h.op > 4) {
     return absl::DataLossError("worker group: the leader's step message is malformed");
   }
   std::string body(h.size, '\0');
@@ -54,6 +54,50 @@ absl::StatusOr<GroupStep> ReceiveStep(parallel::Communicator* world) {
         0));
   }
   return DecodeGroupStep(static_cast<StepOp>(h.op), body);
+}
+
+// A rank's answer to a kCall step, sent to the leader: this header, then `size` bytes (the
+// reply, or the error's message).
+constexpr uint32_t kReplyMagic = 0x42525052;  // "BRPR"
+constexpr uint32_t kReplyTag = 1u << 21;
+struct ReplyHeader {
+  uint32_t magic = kReplyMagic;
+  int32_t code = 0;  // absl::StatusCode
+  uint64_t size = 0;
+};
+
+absl::Status SendReply(parallel::Communicator* world, const absl::StatusOr<std::string>& reply) {
+  const std::string body = reply.ok() ? *reply : std::string(reply.status().message());
+  ReplyHeader h;
+  h.code = static_cast<int32_t>(reply.status().code());
+  h.size = body.size();
+  BATON_RETURN_IF_ERROR(world->Send(AsBytes(std::span<const ReplyHeader>(&h, 1)), 0, kReplyTag));
+  if (body.empty()) return absl::OkStatus();
+  return world->Send(std::as_bytes(std::span<const char>(body.data(), body.size())), 0, kReplyTag);
+}
+
+absl::StatusOr<absl::StatusOr<std::string>> RecvReply(parallel::Communicator* world, int rank) {
+  ReplyHeader h;
+  BATON_RETURN_IF_ERROR(
+      world->Recv(AsWritableBytes(std::span<ReplyHeader>(&h, 1)), rank, kReplyTag));
+  if (h.magic != kReplyMagic || h.size > kMaxStepBytes || h.code < 0 || h.code > 16) {
+    return absl::DataLossError(StrCat("worker group: rank ", rank, "'s reply is malformed"));
+  }
+  std::string body(h.size, '\0');
+  if (h.size > 0) {
+    BATON_RETURN_IF_ERROR(world->Recv(
+        std::as_writable_bytes(std::span<char>(body.data(), body.size())), rank, kReplyTag));
+  }
+  if (h.code == 0) return absl::StatusOr<std::string>(std::move(body));
+  return absl::StatusOr<std::string>(
+      absl::Status(static_cast<absl::StatusCode>(h.code), StrCat("group rank ", rank, ": ", body)));
+}
+
+absl::StatusOr<std::string> CallLocal(RankKv* kv, std::string_view request) {
+  if (kv == nullptr) {
+    return absl::UnimplementedError("this rank takes no part in KV transfers");
+  }
+  return kv->Call(request);
 }
 
 int64_t CountTokens(std::span<const SequenceInput> batch) {
@@ -105,6 +149,21 @@ StageRunner::StageRunner(const model::Model& model, const model::Shard& shard, K
 absl::Status StageRunner::Run(const GroupStep& plan, ForwardOutput* out) {
   const std::vector<SequenceInput> inputs = plan.Inputs();
   BATON_RETURN_IF_ERROR(forward_.Validate(inputs, pool_->num_blocks(), pool_->layout().block_size));
+  const bool pushes =
+      rank_kv_ != nullptr && std::any_of(plan.seqs.begin(), plan.seqs.end(),
+                                         [](const GroupStep::Seq& s) { return s.kv_push != 0; });
+  if (!pushes) return RunStage(plan, inputs, out);
+  forward_.set_layer_kv_hook([this](int64_t layer, std::span<const SequenceInput> batch) {
+    rank_kv_->OnLayerWritten(layer, batch);
+  });
+  absl::Status ran = RunStage(plan, inputs, out);
+  forward_.set_layer_kv_hook(nullptr);
+  rank_kv_->AfterStep();
+  return ran;
+}
+
+absl::Status StageRunner::RunStage(const GroupStep& plan, const std::vector<SequenceInput>& inputs,
+                                   ForwardOutput* out) {
   const model::KvPages kv = KvPagesOf(pool_);
   const int tp = shard_.at.tp_size;
   const int pp = shard_.at.pp_size;
@@ -191,21 +250,23 @@ absl::Status StageRunner::Run(const GroupStep& plan, ForwardOutput* out) {
 }
 
 GroupBackend::GroupBackend(const model::Model& model, const GroupOptions& options, GroupComms comms,
-                           KvPool* pool, ThreadPool* threads)
+                           KvPool* pool, ThreadPool* threads, std::unique_ptr<RankKv> rank_kv)
     : options_(options),
       comms_(std::move(comms)),
       pool_(pool),
+      rank_kv_(std::move(rank_kv)),
       stage_(model, *model::PlanShard(model.config(), comms_.at), pool, threads, &comms_),
-      name_(StrCat("cpu tp=", options.tp_size, " pp=", options.pp_size)) {}
+      name_(StrCat("cpu tp=", options.tp_size, " pp=", options.pp_size)) {
+  stage_.set_rank_kv(rank_kv_.get());
+}
 
-absl::StatusOr<std::unique_ptr<GroupBackend>> GroupBackend::Create(const model::Model& model,
-                                                                   const GroupOptions& options,
-                                                                   GroupComms comms, KvPool* pool,
-                                                                   ThreadPool* threads) {
+absl::StatusOr<std::unique_ptr<GroupBackend>> GroupBackend::Create(
+    const model::Model& model, const GroupOptions& options, GroupComms comms, KvPool* pool,
+    ThreadPool* threads, std::unique_ptr<RankKv> rank_kv) {
   BATON_CHECK(comms.world_rank == 0);
   BATON_RETURN_IF_ERROR(model::PlanShard(model.config(), comms.at).status());
   std::unique_ptr<GroupBackend> b(
-      new GroupBackend(model, options, std::move(comms), pool, threads));
+      new GroupBackend(model, options, std::move(comms), pool, threads, std::move(rank_kv)));
   Setup setup;
   setup.num_pages = pool->num_blocks();
   setup.block_size = pool->layout().block_size;
@@ -261,12 +322,24 @@ void GroupBackend::KeepAlive() {
   }
 }
 
-absl::Status GroupBackend::Forward(std::span<const SequenceInput> batch, ForwardOutput* out) {
-  if (hook_set_) {
-    return absl::UnimplementedError(
-        "a worker group cannot push KV to a decode worker yet; run prefill with "
-        "--tensor-parallel-size 1 --pipeline-parallel-size 1");
+absl::StatusOr<std::vector<absl::StatusOr<std::string>>> GroupBackend::CallRanks(
+    std::string_view request) {
+  std::lock_guard<std::mutex> lock(mu_);
+  BATON_RETURN_IF_ERROR(SendLocked(StepOp::kCall, std::string(request)));
+  std::vector<absl::StatusOr<std::string>> replies;
+  replies.push_back(CallLocal(rank_kv_.get(), request));
+  for (int r = 1; r < size(); ++r) {
+    absl::StatusOr<absl::StatusOr<std::string>> reply = RecvReply(comms_.world.get(), r);
+    if (!reply.ok()) {
+      broken_ = absl::UnavailableError(StrCat("worker group broke: ", reply.status().message()));
+      return broken_;
+    }
+    replies.push_back(*std::move(reply));
   }
+  return replies;
+}
+
+absl::Status GroupBackend::Forward(std::span<const SequenceInput> batch, ForwardOutput* out) {
   BATON_RETURN_IF_ERROR(
       stage_.forward().Validate(batch, pool_->num_blocks(), pool_->layout().block_size));
   const int micro = options_.micro_batches > 0 ? options_.micro_batches : 2 * options_.pp_size;
@@ -283,18 +356,24 @@ absl::Status GroupBackend::Forward(std::span<const SequenceInput> batch, Forward
 
 std::function<absl::StatusOr<std::unique_ptr<Backend>>(KvPool*, ThreadPool*)>
 MakeGroupBackendFactory(const model::Model* model, GroupOptions options,
-                        std::shared_ptr<GroupComms> comms) {
-  return [model, options, comms](KvPool* pool,
-                                 ThreadPool* threads) -> absl::StatusOr<std::unique_ptr<Backend>> {
-    BATON_ASSIGN_OR_RETURN(auto backend,
-                           GroupBackend::Create(*model, options, std::move(*comms), pool, threads));
+                        std::shared_ptr<GroupComms> comms, RankKvSetup kv,
+                        std::function<void(GroupBackend*)> created) {
+  return [model, options, comms, kv, created](
+             KvPool* pool, ThreadPool* threads) -> absl::StatusOr<std::unique_ptr<Backend>> {
+    std::unique_ptr<RankKv> rank_kv;
+    if (kv.make) {
+      BATON_ASSIGN_OR_RETURN(rank_kv, kv.make(pool));
+    }
+    BATON_ASSIGN_OR_RETURN(auto backend, GroupBackend::Create(*model, options, std::move(*comms),
+                                                              pool, threads, std::move(rank_kv)));
+    if (created) created(backend.get());
     return std::unique_ptr<Backend>(std::move(backend));
   };
 }
 
 absl::Status RunGroupFollower(const model::Model& model, const GroupOptions& options,
                               GroupComms* comms, ThreadPool* threads,
-                              const std::function<void()>& on_ready) {
+                              const std::function<void()>& on_ready, const RankKvSetup& kv) {
   BATON_ASSIGN_OR_RETURN(model::Shard shard, model::PlanShard(model.config(), comms->at));
   Setup setup;
   BATON_RETURN_IF_ERROR(comms->world->Broadcast(AsWritableBytes(std::span<Setup>(&setup, 1)), 0));
@@ -305,16 +384,30 @@ absl::Status RunGroupFollower(const model::Model& model, const GroupOptions& opt
         ", this rank expects ", options.tp_size * options.pp_size,
         "); start every rank with the same --tensor-parallel-size and --pipeline-parallel-size"));
   }
-  BATON_ASSIGN_OR_RETURN(
-      std::unique_ptr<KvPool> pool,
-      KvPool::Create(PageLayoutFor(shard, model.config(), setup.block_size), setup.num_pages));
+  const PageLayout layout = PageLayoutFor(shard, model.config(), setup.block_size);
+  void* memory = nullptr;
+  if (kv.pool_memory) {
+    BATON_ASSIGN_OR_RETURN(memory, kv.pool_memory(static_cast<size_t>(layout.page_bytes()) *
+                                                  static_cast<size_t>(setup.num_pages)));
+  }
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool,
+                         KvPool::Create(layout, setup.num_pages, memory));
+  std::unique_ptr<RankKv> rank_kv;
+  if (kv.make) {
+    BATON_ASSIGN_OR_RETURN(rank_kv, kv.make(pool.get()));
+  }
   StageRunner stage(model, shard, pool.get(), threads, comms);
+  stage.set_rank_kv(rank_kv.get());
   if (on_ready) on_ready();
   ForwardOutput scratch;
   while (true) {
     BATON_ASSIGN_OR_RETURN(GroupStep plan, ReceiveStep(comms->world.get()));
     if (plan.op == StepOp::kShutdown) return absl::OkStatus();
     if (plan.op == StepOp::kKeepAlive) continue;
+    if (plan.op == StepOp::kCall) {
+      BATON_RETURN_IF_ERROR(SendReply(comms->world.get(), CallLocal(rank_kv.get(), plan.call)));
+      continue;
+    }
     BATON_RETURN_IF_ERROR(stage.Run(plan, &scratch));
   }
 }

@@ -33,6 +33,7 @@
 #include "engine/backend.h"
 #include "engine/kv_pool.h"
 #include "engine/parallel/group_step.h"
+#include "engine/parallel/rank_kv.h"
 #include "model/arch/llama.h"
 #include "model/model.h"
 #include "model/shard.h"
@@ -79,13 +80,19 @@ class StageRunner {
   // On the leader `out` gets the logits the plan asks for; elsewhere it is scratch.
   absl::Status Run(const GroupStep& plan, ForwardOutput* out);
   model::LlamaForward& forward() { return forward_; }
+  // This rank's part of KV transfers (may be null); must outlive the runner.
+  void set_rank_kv(RankKv* kv) { rank_kv_ = kv; }
 
  private:
+  absl::Status RunStage(const GroupStep& plan, const std::vector<SequenceInput>& inputs,
+                        ForwardOutput* out);
+
   static constexpr uint32_t kLogitsTag = 1u << 20;
   const model::ModelConfig& config_;
   model::Shard shard_;
   KvPool* pool_;
   GroupComms* comms_;
+  RankKv* rank_kv_ = nullptr;
   model::LlamaForward forward_;
   std::vector<std::vector<float>> hidden_;  // per micro-batch
   std::vector<ForwardOutput> micro_out_;
@@ -94,30 +101,40 @@ class StageRunner {
 // The leader's Backend. Broadcasts the group's setup (page count) when created.
 class GroupBackend : public Backend {
  public:
+  // `rank_kv` is the leader's own part of KV transfers (may be null).
   static absl::StatusOr<std::unique_ptr<GroupBackend>> Create(const model::Model& model,
                                                               const GroupOptions& options,
                                                               GroupComms comms, KvPool* pool,
-                                                              ThreadPool* threads);
+                                                              ThreadPool* threads,
+                                                              std::unique_ptr<RankKv> rank_kv = {});
   ~GroupBackend() override;  // tells the followers to exit
 
   absl::Status Forward(std::span<const SequenceInput> batch, ForwardOutput* out) override;
-  void set_layer_kv_hook(LayerKvHook hook) override { hook_set_ = static_cast<bool>(hook); }
+  // A group's sinks are group pushes (KvSink::group_push): every rank's RankKv sees the
+  // layers it computes, so the leader's engine hook has nothing to do.
+  void set_layer_kv_hook(LayerKvHook) override {}
   const char* name() const override { return name_.c_str(); }
   // OK while every rank answers; the error that broke the group after.
   absl::Status health() const;
 
+  // Asks every rank's RankKv (the leader's too) `request` between steps; the replies by
+  // world rank. A rank's error is its entry's; a rank that does not answer breaks the
+  // group (the outer status). Thread-safe: calls and steps take turns.
+  absl::StatusOr<std::vector<absl::StatusOr<std::string>>> CallRanks(std::string_view request);
+  int size() const { return options_.tp_size * options_.pp_size; }
+
  private:
   GroupBackend(const model::Model& model, const GroupOptions& options, GroupComms comms,
-               KvPool* pool, ThreadPool* threads);
+               KvPool* pool, ThreadPool* threads, std::unique_ptr<RankKv> rank_kv);
   absl::Status SendLocked(StepOp op, const std::string& body);  // with mu_ held
   void KeepAlive();
 
   GroupOptions options_;
   GroupComms comms_;
   KvPool* pool_;
+  std::unique_ptr<RankKv> rank_kv_;
   StageRunner stage_;
   std::string name_;
-  bool hook_set_ = false;
 
   mutable std::mutex mu_;  // the world communicator: steps and keep-alives
   absl::Status broken_;
@@ -128,16 +145,21 @@ class GroupBackend : public Backend {
 };
 
 // The factory the leader's engine calls once its pool exists (EngineOptions::backend).
+// `kv.make`, if set, makes the leader's RankKv over that pool (kv.pool_memory is the
+// engine's to use: EngineOptions::kv_pool_memory). `created`, if set, is told the backend.
 std::function<absl::StatusOr<std::unique_ptr<Backend>>(KvPool*, ThreadPool*)>
 MakeGroupBackendFactory(const model::Model* model, GroupOptions options,
-                        std::shared_ptr<GroupComms> comms);
+                        std::shared_ptr<GroupComms> comms, RankKvSetup kv = {},
+                        std::function<void(GroupBackend*)> created = {});
 
 // A follower rank: receives the setup, makes its pool (the leader's page count, its own
 // layout), and runs steps until the leader shuts the group down (OK) or the group breaks
 // (the error). `model` holds this rank's shard. `on_ready`, if set, is called once the
-// pool exists (a follower's health turns SERVING there).
+// pool exists (a follower's health turns SERVING there). `kv`: this rank's part of KV
+// transfers (its pool's memory, its RankKv).
 absl::Status RunGroupFollower(const model::Model& model, const GroupOptions& options,
                               GroupComms* comms, ThreadPool* threads,
-                              const std::function<void()>& on_ready = {});
+                              const std::function<void()>& on_ready = {},
+                              const RankKvSetup& kv = {});
 
 }  // namespace baton::engine
