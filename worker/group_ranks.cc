@@ -18,6 +18,9 @@
 #include "grpcpp/grpcpp.h"
 #include "parallel/store.h"
 #include "service/health_service.h"
+#include "transport/registered_region.h"
+#include "transport/ucx_worker.h"
+#include "worker/rank_kv.h"
 #include "worker/worker_runtime.h"
 
 namespace baton::worker {
@@ -31,25 +34,30 @@ absl::StatusOr<std::unique_ptr<GroupRanks>> GroupRanks::Start(const WorkerFlags&
   }
   g->store_dir_ = tmpl;
   for (int r = 1; r < f.group_size(); ++r) {
-    std::vector<std::string> args = {"worker",
-                                     "--model",
-                                     f.model,
-                                     "--host",
-                                     f.host,
-                                     "--port",
-                                     "0",
-                                     "--threads",
-                                     StrCat(threads),
-                                     "--tensor-parallel-size",
-                                     StrCat(f.tensor_parallel_size),
-                                     "--pipeline-parallel-size",
-                                     StrCat(f.pipeline_parallel_size),
-                                     "--group-rank",
-                                     StrCat(r),
-                                     "--group-store",
-                                     g->store_dir_,
-                                     "--group-timeout-ms",
-                                     StrCat(f.group_timeout_ms)};
+    std::vector<std::string> args = f.rank_command;
+    const std::vector<std::string> flags = {"--model",
+                                            f.model,
+                                            "--host",
+                                            f.host,
+                                            "--port",
+                                            "0",
+                                            "--threads",
+                                            StrCat(threads),
+                                            "--tensor-parallel-size",
+                                            StrCat(f.tensor_parallel_size),
+                                            "--pipeline-parallel-size",
+                                            StrCat(f.pipeline_parallel_size),
+                                            "--group-rank",
+                                            StrCat(r),
+                                            "--group-store",
+                                            g->store_dir_,
+                                            "--group-timeout-ms",
+                                            StrCat(f.group_timeout_ms),
+                                            "--kv-pool",
+                                            f.kv_pool};
+    args.insert(args.end(), flags.begin(), flags.end());
+    if (!f.rank_command.empty()) args.insert(args.end(), {"--role", f.role});
+    if (!f.ucx_tls.empty()) args.insert(args.end(), {"--ucx-tls", f.ucx_tls});
     if (f.no_mmap) args.emplace_back("--no-mmap");
     BATON_ASSIGN_OR_RETURN(auto child,
                            ChildProcess::Spawn(StrCat("group rank ", r), args, absl::Seconds(120)));
@@ -152,6 +160,20 @@ absl::StatusOr<std::unique_ptr<parallel::TcpStoreServer>> ServeGroupRendezvous(
   return server;
 }
 
+absl::StatusOr<std::vector<kvcache::PageLayout>> GroupPageLayouts(const model::ModelConfig& config,
+                                                                  const WorkerFlags& f) {
+  std::vector<kvcache::PageLayout> out;
+  for (int r = 0; r < f.group_size(); ++r) {
+    engine::GroupOptions o;
+    o.tp_size = f.tensor_parallel_size;
+    o.pp_size = f.pipeline_parallel_size;
+    o.rank = r;
+    BATON_ASSIGN_OR_RETURN(model::Shard shard, model::PlanShard(config, engine::PlacementOf(o)));
+    out.push_back(engine::PageLayoutFor(shard, config, f.block_size));
+  }
+  return out;
+}
+
 absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
   BlockStopSignals();
   BATON_RETURN_IF_ERROR(CheckGroupFlags(f));
@@ -215,9 +237,34 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
                          engine::LoadModel(f.model, open, engine::PlacementOf(g)));
   BATON_ASSIGN_OR_RETURN(engine::GroupComms comms, engine::ConnectGroup(g));
   ThreadPool threads(f.threads);
-  absl::Status result = engine::RunGroupFollower(*loaded.model, g, &comms, &threads, [&] {
-    health.Set("", grpc::health::v1::HealthCheckResponse::SERVING);
-  });
+  // A split group's rank moves its own slice of each transfer (docs/parallel.md): its own
+  // UCX worker and registered pool. Declared before the follower's pool: they outlive it.
+  std::unique_ptr<transport::UcxWorker> ucx;
+  std::unique_ptr<transport::RegisteredRegion> region;
+  engine::RankKvSetup kv;
+  if (f.role != "colocated") {
+    BATON_ASSIGN_OR_RETURN(ucx, transport::UcxWorker::Create({.transports = f.ucx_tls}));
+    if (f.kv_pool == "ucx" ||
+        (f.kv_pool == "auto" && f.role == "decode" && transport::MayUseSharedMemory(f.ucx_tls))) {
+      kv.pool_memory = [&](size_t bytes) -> absl::StatusOr<void*> {
+        BATON_ASSIGN_OR_RETURN(region, transport::RegisteredRegion::Allocate(*ucx, bytes));
+        return region->data();
+      };
+    }
+    kv.make = [&](engine::KvPool* pool) -> absl::StatusOr<std::unique_ptr<engine::RankKv>> {
+      if (region == nullptr) {
+        BATON_ASSIGN_OR_RETURN(
+            region, transport::RegisteredRegion::Register(
+                        *ucx, pool->block_data(0),
+                        static_cast<size_t>(pool->layout().page_bytes() * pool->num_blocks())));
+      }
+      return std::unique_ptr<engine::RankKv>(std::make_unique<UcxRankKv>(
+          ucx.get(), region.get(), pool, g.rank, KvSenderOptions{}.flush_timeout));
+    };
+  }
+  absl::Status result = engine::RunGroupFollower(
+      *loaded.model, g, &comms, &threads,
+      [&] { health.Set("", grpc::health::v1::HealthCheckResponse::SERVING); }, kv);
   health.Shutdown();
   server->Shutdown(std::chrono::system_clock::now());
   return result;

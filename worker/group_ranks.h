@@ -12,6 +12,8 @@
 #include "absl/status/statusor.h"
 #include "common/child_process.h"
 #include "engine/parallel/worker_group.h"
+#include "kvcache/page_layout.h"
+#include "model/model.h"
 #include "parallel/tcp_store.h"
 
 namespace baton::worker {
@@ -52,6 +54,10 @@ inline constexpr std::chrono::minutes kMultiHostRendezvous{10};
 // the leader's collectives bind and how long it waits for the others.
 absl::StatusOr<std::unique_ptr<parallel::TcpStoreServer>> ServeGroupRendezvous(
     const WorkerFlags& flags, engine::GroupOptions* group);
+
+// Every rank's page layout, in rank order: what a group sender lists in its reservations.
+absl::StatusOr<std::vector<kvcache::PageLayout>> GroupPageLayouts(const model::ModelConfig& config,
+                                                                  const WorkerFlags& flags);
 
 // A non-leader rank's whole life: health server, rendezvous, steps until the leader
 // shuts the group down (OK) or the group breaks (the error; the process then exits

@@ -1,11 +1,16 @@
 #include "worker/kv_receiver.h"
 
 #include <algorithm>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include "baton/internal/v1/rank_kv.pb.h"
 
 #include "common/status.h"
 #include "common/strings.h"
 #include "transport/kv_checksum.h"
+#include "worker/rank_kv.h"
 #include "worker/transfer_ticket_proto.h"
 #include "worker/worker_service.h"
 
@@ -54,26 +59,90 @@ class KvReceiver::Service final : public pb::KvTransfer::Service {
   KvReceiver* r_;
 };
 
-std::unique_ptr<KvReceiver> KvReceiver::Create(engine::Engine* engine, transport::UcxWorker* ucx,
-                                               const transport::RegisteredRegion* pool,
-                                               const KvReceiverOptions& options,
-                                               WorkerMetrics* metrics) {
-  std::unique_ptr<KvReceiver> r(new KvReceiver(engine, ucx, pool, options, metrics));
+absl::StatusOr<std::unique_ptr<KvReceiver>> KvReceiver::Create(
+    engine::Engine* engine, transport::UcxWorker* ucx, const transport::RegisteredRegion* pool,
+    const KvReceiverOptions& options, WorkerMetrics* metrics, engine::GroupBackend* group) {
+  std::unique_ptr<KvReceiver> r(new KvReceiver(engine, ucx, pool, options, metrics, group));
+  BATON_RETURN_IF_ERROR(r->LoadRankPools());
   r->watcher_ = std::thread([raw = r.get()] { raw->WatchLeases(); });
   return r;
 }
 
 KvReceiver::KvReceiver(engine::Engine* engine, transport::UcxWorker* ucx,
                        const transport::RegisteredRegion* pool, const KvReceiverOptions& options,
-                       WorkerMetrics* metrics)
+                       WorkerMetrics* metrics, engine::GroupBackend* group)
     : engine_(engine),
       ucx_(ucx),
       options_(options),
       metrics_(metrics),
       layout_(engine->kv_layout()),
       region_(pool),
+      group_(group),
       leases_(options.max_leases),
       service_(std::make_unique<Service>(this)) {}
+
+absl::Status KvReceiver::LoadRankPools() {
+  if (group_ == nullptr) {
+    rank_pools_ = {RankPoolOf(*ucx_, *region_, layout_, 0)};
+  } else {
+    pb::RankKvCall call;
+    call.mutable_pool();
+    BATON_ASSIGN_OR_RETURN(auto replies, group_->CallRanks(call.SerializeAsString()));
+    for (size_t r = 0; r < replies.size(); ++r) {
+      BATON_RETURN_IF_ERROR(replies[r].status());
+      pb::RankKvReply reply;
+      if (!reply.ParseFromString(*replies[r])) {
+        return absl::DataLossError(StrCat("group rank ", r, "'s pool answer is malformed"));
+      }
+      BATON_ASSIGN_OR_RETURN(transport::RankPool pool,
+                             FromProto(reply.pool(), transport::TicketLimits()));
+      if (pool.rank != static_cast<int32_t>(r)) {
+        return absl::DataLossError(StrCat("group rank ", r, " says it is rank ", pool.rank));
+      }
+      rank_pools_.push_back(std::move(pool));
+    }
+  }
+  for (const transport::RankPool& p : rank_pools_) rank_layouts_.push_back(p.layout);
+  return absl::OkStatus();
+}
+
+absl::StatusOr<uint64_t> KvReceiver::VerifySlices(const Transfer& transfer,
+                                                  const transport::TransferComplete& c) {
+  const std::vector<std::pair<int32_t, int32_t>> expected =
+      transport::ExpectedSlices(transfer.senders, rank_layouts_);
+  if (c.slices.size() != expected.size()) {
+    return absl::DataLossError(StrCat("complete.slices has ", c.slices.size(),
+                                      " entries; the sender's and this worker's ranks share K/V "
+                                      "in ",
+                                      expected.size(), " pairs"));
+  }
+  uint64_t bytes = 0;
+  pb::RankKvCall call;
+  pb::VerifySlices* v = call.mutable_verify();
+  const transport::TransferTicket& t = transfer.ticket;
+  v->mutable_page_ids()->Add(t.page_ids.begin(), t.page_ids.end());
+  v->set_first_block(t.first_block);
+  v->set_prompt_tokens(t.prompt_tokens);
+  for (const kvcache::PageLayout& l : transfer.senders) ToProto(l, v->add_sender_ranks());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    const transport::SliceSum& s = c.slices[i];
+    if (s.sender_rank != expected[i].first || s.receiver_rank != expected[i].second) {
+      return absl::DataLossError(StrCat("complete.slices[", i, "] is sender rank ", s.sender_rank,
+                                        " to rank ", s.receiver_rank, "; expected ",
+                                        expected[i].first, " to ", expected[i].second));
+    }
+    ToProto(s, v->add_expected());
+    bytes += s.bytes;
+  }
+  if (group_ == nullptr) {
+    const int64_t pages = engine_->kv_pool_bytes() / layout_.page_bytes();
+    BATON_RETURN_IF_ERROR(VerifySliceSums(engine_->kv_pool_data(), pages, layout_, 0, *v));
+    return bytes;
+  }
+  BATON_ASSIGN_OR_RETURN(auto replies, group_->CallRanks(call.SerializeAsString()));
+  for (const absl::StatusOr<std::string>& r : replies) BATON_RETURN_IF_ERROR(r.status());
+  return bytes;
+}
 
 KvReceiver::~KvReceiver() {
   {
@@ -115,7 +184,8 @@ void KvReceiver::Drop(const std::string& transfer_id) {
 }
 
 absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest& req) {
-  BATON_RETURN_IF_ERROR(CheckReserveRequest(req, layout_, transport::TicketLimits()));
+  BATON_ASSIGN_OR_RETURN(std::vector<kvcache::PageLayout> senders,
+                         CheckReserveRequest(req, rank_layouts_, transport::TicketLimits()));
   absl::Duration lease =
       req.lease_ms() == 0 ? options_.default_lease : absl::Milliseconds(req.lease_ms());
   lease = std::min(lease, options_.max_lease);
@@ -140,9 +210,10 @@ absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest&
                                        h.bytes.size());
   }
   t.lease_deadline_unix_ms = absl::ToUnixMillis(deadline);
+  if (!senders.empty()) t.ranks = rank_pools_;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    transfers_[t.request_id] = Transfer{t, false};
+    transfers_[t.request_id] = Transfer{t, false, std::move(senders)};
   }
   absl::Status leased = leases_.Add({t.request_id, reserved.pages, deadline});
   if (!leased.ok()) {
@@ -165,7 +236,7 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
   const int32_t vocab = static_cast<int32_t>(engine_->model().model->config().vocab_size);
   absl::StatusOr<engine::SampledToken> first = FirstTokenFromProto(req, vocab);
   if (!first.ok()) return failed(first.status(), "complete");
-  transport::TransferTicket ticket;
+  Transfer transfer;
   {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = transfers_.find(c->request_id);
@@ -177,8 +248,9 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
                                                "completed already")),
                     "complete");
     }
-    ticket = it->second.ticket;
+    transfer = it->second;
   }
+  const transport::TransferTicket& ticket = transfer.ticket;
   // The lease is ours while we check: the watcher cannot free the pages under us.
   absl::StatusOr<transport::Lease> lease = leases_.Take(c->request_id);
   if (!lease.ok()) {
@@ -188,19 +260,25 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
                   "expired");
   }
   absl::Status valid = transport::ValidateComplete(*c, ticket, vocab);
-  if (valid.ok()) {
+  uint64_t received = 0;
+  if (valid.ok() && !transfer.senders.empty()) {
+    absl::StatusOr<uint64_t> bytes = VerifySlices(transfer, *c);
+    valid = bytes.status();
+    if (valid.ok()) received = *bytes;
+  } else if (valid.ok()) {
     const transport::KvChecksum sum =
         transport::PromptKvChecksum(engine_->kv_pool_data(), engine_->kv_layout(), ticket.page_ids,
                                     ticket.first_block, ticket.prompt_tokens);
+    received = sum.bytes;
     if (sum.hash != c->checksum) {
       valid = absl::DataLossError(StrCat("the KV pages' checksum is ", sum.hash, " over ",
                                          sum.bytes, " bytes; the sender's is ", c->checksum,
                                          ": the transfer lost or misplaced data"));
     }
-    if (valid.ok()) {
-      valid = engine_->CompleteKv(c->request_id, *std::move(first), req.cached_tokens());
-      if (valid.ok() && metrics_ != nullptr) metrics_->ObserveReceived(sum.bytes);
-    }
+  }
+  if (valid.ok()) {
+    valid = engine_->CompleteKv(c->request_id, *std::move(first), req.cached_tokens());
+    if (valid.ok() && metrics_ != nullptr) metrics_->ObserveReceived(received);
   }
   if (!valid.ok()) {
     Drop(c->request_id);

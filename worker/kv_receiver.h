@@ -19,12 +19,14 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "baton/internal/v1/kv_transfer.grpc.pb.h"
 #include "engine/engine.h"
+#include "engine/parallel/worker_group.h"
 #include "grpcpp/grpcpp.h"
 #include "transport/lease_table.h"
 #include "transport/registered_region.h"
@@ -45,10 +47,14 @@ class KvReceiver {
  public:
   // Everything must outlive the receiver; `metrics` may be null. `pool` is the engine's
   // whole page pool, registered with `ucx` once for the process (the sender shares it).
-  static std::unique_ptr<KvReceiver> Create(engine::Engine* engine, transport::UcxWorker* ucx,
-                                            const transport::RegisteredRegion* pool,
-                                            const KvReceiverOptions& options,
-                                            WorkerMetrics* metrics);
+  // `group`, when the engine is a worker group's leader, holds every rank's slice of the
+  // pages: Create asks each rank for its pool, and Complete has each rank check its own.
+  static absl::StatusOr<std::unique_ptr<KvReceiver>> Create(engine::Engine* engine,
+                                                            transport::UcxWorker* ucx,
+                                                            const transport::RegisteredRegion* pool,
+                                                            const KvReceiverOptions& options,
+                                                            WorkerMetrics* metrics,
+                                                            engine::GroupBackend* group = nullptr);
   ~KvReceiver();  // stops the lease watcher and frees what is still reserved
   KvReceiver(const KvReceiver&) = delete;
   KvReceiver& operator=(const KvReceiver&) = delete;
@@ -68,10 +74,15 @@ class KvReceiver {
   struct Transfer {
     transport::TransferTicket ticket;
     bool complete = false;
+    std::vector<kvcache::PageLayout> senders;  // a sliced transfer's sender ranks
   };
   KvReceiver(engine::Engine* engine, transport::UcxWorker* ucx,
              const transport::RegisteredRegion* pool, const KvReceiverOptions& options,
-             WorkerMetrics* metrics);
+             WorkerMetrics* metrics, engine::GroupBackend* group);
+  absl::Status LoadRankPools();
+  // A sliced completion's checksums, on every rank; the bytes they cover.
+  absl::StatusOr<uint64_t> VerifySlices(const Transfer& transfer,
+                                        const transport::TransferComplete& complete);
   void WatchLeases();
   // Frees a transfer's pages and forgets it (the caller took its lease).
   void Drop(const std::string& transfer_id);
@@ -89,6 +100,9 @@ class KvReceiver {
   WorkerMetrics* metrics_;
   kvcache::PageLayout layout_;
   const transport::RegisteredRegion* region_;
+  engine::GroupBackend* group_;
+  std::vector<transport::RankPool> rank_pools_;  // every rank's, in rank order
+  std::vector<kvcache::PageLayout> rank_layouts_;
   transport::LeaseTable leases_;
   std::unique_ptr<Service> service_;
 

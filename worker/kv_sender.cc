@@ -1,10 +1,17 @@
 #include "worker/kv_sender.h"
 
 #include <chrono>
+#include <string>
 #include <utility>
+#include <vector>
+
+#include "baton/internal/v1/rank_kv.pb.h"
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "kvcache/slice_copy.h"
+#include "worker/rank_kv.h"
+#include "worker/slice_kv_sink.h"
 #include "worker/transfer_ticket_proto.h"
 #include "worker/ucx_kv_sink.h"
 #include "worker/worker_service.h"
@@ -22,6 +29,20 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// A UcxKvSink that holds its peer's pool (and so its endpoint) for as long as it pushes.
+class HeldUcxKvSink : public UcxKvSink {
+ public:
+  HeldUcxKvSink(std::shared_ptr<RemotePool> peer, const transport::RegisteredRegion* local_region,
+                const void* local_pool, const kvcache::PageLayout& layout,
+                const transport::TransferTicket& ticket, absl::Duration flush_timeout)
+      : UcxKvSink(peer->ep.get(), peer->region.get(), local_region, local_pool, layout, ticket,
+                  flush_timeout),
+        peer_(std::move(peer)) {}
+
+ private:
+  std::shared_ptr<RemotePool> peer_;
+};
+
 absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
   if (s.ok()) return absl::OkStatus();
   return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
@@ -32,13 +53,17 @@ absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
 
 KvSender::KvSender(engine::Engine* engine, transport::UcxWorker* ucx,
                    const transport::RegisteredRegion* pool, const KvSenderOptions& options,
-                   WorkerMetrics* metrics)
+                   WorkerMetrics* metrics, SenderGroup group)
     : engine_(engine),
       ucx_(ucx),
       options_(options),
       metrics_(metrics),
       layout_(engine->kv_layout()),
-      region_(pool) {}
+      region_(pool),
+      group_(std::move(group)),
+      pools_(ucx, options.flush_timeout) {
+  if (group_.layouts.empty()) group_.layouts = {layout_};
+}
 
 KvSender::~KvSender() = default;
 
@@ -51,34 +76,31 @@ pb::KvTransfer::Stub* KvSender::StubFor(const std::string& target) {
   return stub.get();
 }
 
-absl::StatusOr<std::shared_ptr<KvSender::RemotePool>> KvSender::RemotePoolFor(
-    const transport::TransferTicket& t) {
-  std::lock_guard<std::mutex> lock(mu_);
-  auto it = pools_.find(t.worker_address);
-  if (it != pools_.end()) {
-    const RemotePool& p = *it->second;
-    if (p.ep->health().ok() && p.rkey == t.rkey && p.base == t.pool_base &&
-        p.bytes == t.pool_bytes) {
-      return it->second;
-    }
-    // Its peer failed (reconnect), or it registered another pool. Requests still using
-    // the old one keep it alive until they end.
-    pools_.erase(it);
+absl::StatusOr<std::shared_ptr<PushSink>> KvSender::SinkFor(const transport::TransferTicket& t,
+                                                            const pb::TransferTicket& wire) {
+  if (t.ranks.empty()) {
+    BATON_ASSIGN_OR_RETURN(std::shared_ptr<RemotePool> peer,
+                           pools_.Get(t.worker_address, t.rkey, t.pool_base, t.pool_bytes));
+    return std::shared_ptr<PushSink>(std::make_shared<HeldUcxKvSink>(
+        std::move(peer), region_, engine_->kv_pool_data(), layout_, t, options_.flush_timeout));
   }
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<transport::UcxEndpoint> ep,
-                         transport::UcxEndpoint::Connect(*ucx_, t.worker_address));
-  // Finish the connection handshake before the first put. Debian's UCX 1.13 asserts (and
-  // aborts the receiver) when a peer dies while the receiver's handshake reply is still
-  // queued (openucx/ucx#8175); a flushed endpoint has none queued.
-  BATON_RETURN_IF_ERROR(ep->Flush(absl::Now() + options_.flush_timeout));
-  auto pool = std::make_shared<RemotePool>();
-  BATON_ASSIGN_OR_RETURN(pool->region, ep->ImportRegion(t.rkey, t.pool_base, t.pool_bytes));
-  pool->ep = std::move(ep);
-  pool->rkey = t.rkey;
-  pool->base = t.pool_base;
-  pool->bytes = t.pool_bytes;
-  pools_[t.worker_address] = pool;
-  return pool;
+  if (group_.backend == nullptr) {
+    BATON_ASSIGN_OR_RETURN(std::vector<SliceTarget> targets, SliceTargetsOf(t, layout_, &pools_));
+    return std::shared_ptr<PushSink>(std::make_shared<SliceKvSink>(
+        std::make_unique<SlicePush>(region_, engine_->kv_pool_data(), layout_, 0, true,
+                                    std::move(targets), t),
+        options_.flush_timeout));
+  }
+  const uint64_t push = next_push_.fetch_add(1);
+  pb::RankKvCall call;
+  call.mutable_begin()->set_push(push);
+  *call.mutable_begin()->mutable_ticket() = wire;
+  for (bool w : kvcache::SliceWriters(group_.layouts)) call.mutable_begin()->add_writers(w);
+  // From here the sink drops the push on every rank if it does not end.
+  auto sink = std::make_shared<GroupKvSink>(group_.backend, push);
+  BATON_ASSIGN_OR_RETURN(auto replies, group_.backend->CallRanks(call.SerializeAsString()));
+  for (const absl::StatusOr<std::string>& r : replies) BATON_RETURN_IF_ERROR(r.status());
+  return std::shared_ptr<PushSink>(sink);
 }
 
 absl::StatusOr<absl::Time> KvSender::KeepAlive(pb::KvTransfer::Stub* stub,
@@ -130,6 +152,7 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   reserve.mutable_prompt_ids()->Add(request.prompt_ids.begin(), request.prompt_ids.end());
   reserve.set_cache_salt(request.cache_salt);
   ToProto(layout_, reserve.mutable_sender_layout());
+  for (const kvcache::PageLayout& l : group_.layouts) ToProto(l, reserve.add_sender_ranks());
   reserve.set_lease_ms(req.lease_ms());
   pb::TransferTicket wire;
   {
@@ -146,7 +169,17 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   const transport::TicketLimits limits;
   absl::StatusOr<transport::TransferTicket> ticket = FromProto(wire, limits);
   absl::Status ok = ticket.status();
-  if (ok.ok()) ok = transport::ValidateTicket(*ticket, layout_, limits, absl::Now());
+  if (ok.ok()) {
+    if (!ticket->ranks.empty()) {
+      ok = transport::ValidateSlicedTicket(*ticket, group_.layouts, limits, absl::Now());
+    } else if (group_.backend != nullptr) {
+      ok = absl::FailedPreconditionError(
+          "the decode worker answered a one-rank ticket to a group's reservation; it takes no "
+          "sliced transfers (upgrade it)");
+    } else {
+      ok = transport::ValidateTicket(*ticket, layout_, limits, absl::Now());
+    }
+  }
   if (ok.ok() && ticket->request_id != request.id) {
     ok = absl::InvalidArgumentError("the ticket's request_id is not the one reserved");
   }
@@ -168,21 +201,19 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
       }
     }
   }
-  std::shared_ptr<RemotePool> peer;
+  std::shared_ptr<PushSink> sink;
   if (ok.ok()) {
-    absl::StatusOr<std::shared_ptr<RemotePool>> p = RemotePoolFor(*ticket);
-    ok = p.status();
-    if (ok.ok()) peer = *std::move(p);
+    absl::StatusOr<std::shared_ptr<PushSink>> made = SinkFor(*ticket, wire);
+    ok = made.status();
+    if (ok.ok()) sink = *std::move(made);
   }
   if (!ok.ok()) {
+    sink.reset();  // a group's: dropped on every rank
     Release(stub, request.id);
     return fail(ok, "ticket");
   }
 
   // 3. Compute and push.
-  auto sink = std::make_shared<UcxKvSink>(peer->ep.get(), peer->region.get(), region_,
-                                          engine_->kv_pool_data(), engine_->kv_layout(), *ticket,
-                                          options_.flush_timeout);
   request.kv_sink = sink;
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream = engine_->Submit(request);
   if (!stream.ok()) {
@@ -199,7 +230,7 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   absl::Time renew_at = granted - lease / 3;
   // Shared memory cannot tell that the decode worker died: puts into its mapped pool still
   // succeed. There, a renewal every kPeerCheck doubles as a check that it is alive.
-  const bool check_peer = !peer->ep->detects_peer_failure();
+  const bool check_peer = !sink->detects_peer_failure();
   absl::Time check_at = absl::Now() + kPeerCheck;
   for (;;) {
     bool timed_out = false;
@@ -249,9 +280,14 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   done.request_id = request.id;
   done.first_token = ids[0];
   done.blocks_written = static_cast<int32_t>(ticket->page_ids.size());
-  done.bytes_written =
-      static_cast<uint64_t>(ticket->page_ids.size()) * static_cast<uint64_t>(layout_.page_bytes());
+  uint64_t page_bytes = static_cast<uint64_t>(layout_.page_bytes());
+  if (!ticket->ranks.empty()) {  // every receiver rank's slice of each page
+    page_bytes = 0;
+    for (const transport::RankPool& r : ticket->ranks) page_bytes += r.layout.page_bytes();
+  }
+  done.bytes_written = static_cast<uint64_t>(ticket->page_ids.size()) * page_bytes;
   done.checksum = pushed.checksum.hash;
+  done.slices = pushed.slices;
   pb::TransferComplete complete = ToProto(done);
   if (request.params.logprobs >= 0 && !last.logprobs.empty()) {
     pb::TokenLogprob* lp = complete.mutable_first_token_logprob();

@@ -9,22 +9,27 @@
 // an endpoint whose peer failed is dropped and reconnected on next use.
 #pragma once
 
+#include <atomic>
 #include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
 #include <string>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "baton/internal/v1/kv_transfer.grpc.pb.h"
 #include "baton/internal/v1/worker.pb.h"
 #include "engine/engine.h"
+#include "engine/parallel/worker_group.h"
 #include "grpcpp/grpcpp.h"
 #include "transport/registered_region.h"
 #include "transport/transfer_ticket.h"
 #include "transport/ucx_endpoint.h"
 #include "transport/ucx_worker.h"
+#include "worker/push_sink.h"
+#include "worker/remote_pools.h"
 #include "worker/worker_metrics.h"
 
 namespace baton::worker {
@@ -34,13 +39,20 @@ struct KvSenderOptions {
   absl::Duration flush_timeout = absl::Seconds(10);  // puts of one step to land
 };
 
+// A sender that is a worker group: its backend (to begin and end pushes on every rank)
+// and every rank's page layout, in rank order.
+struct SenderGroup {
+  engine::GroupBackend* backend = nullptr;
+  std::vector<kvcache::PageLayout> layouts;
+};
+
 class KvSender {
  public:
   // Everything must outlive the sender; `metrics` may be null. `pool` is the engine's
   // whole page pool, registered with `ucx` once for the process (the puts' source).
   KvSender(engine::Engine* engine, transport::UcxWorker* ucx,
            const transport::RegisteredRegion* pool, const KvSenderOptions& options,
-           WorkerMetrics* metrics);
+           WorkerMetrics* metrics, SenderGroup group = {});
   ~KvSender();
   KvSender(const KvSender&) = delete;
   KvSender& operator=(const KvSender&) = delete;
@@ -51,17 +63,11 @@ class KvSender {
 
  private:
   baton::internal::v1::KvTransfer::Stub* StubFor(const std::string& target);
-  // A decode worker's pool as this process reaches it: the endpoint to its UCX worker and
-  // its pool's remote key, unpacked once. Over shared memory, unpacking maps the peer's
-  // pool, and the first put into each page of a new mapping faults it in; reused, the
-  // mapping is warm (docs/perf/transport.md).
-  struct RemotePool {
-    std::shared_ptr<transport::UcxEndpoint> ep;
-    std::unique_ptr<transport::RemoteRegion> region;  // declared after ep: destroyed first
-    std::string rkey;
-    uint64_t base = 0, bytes = 0;
-  };
-  absl::StatusOr<std::shared_ptr<RemotePool>> RemotePoolFor(const transport::TransferTicket& t);
+  // The sink that pushes the prompt for `ticket` (checked): plain, sliced from this one
+  // rank, or sliced from every rank of the group (begun on each; `wire` is the ticket as
+  // it came).
+  absl::StatusOr<std::shared_ptr<PushSink>> SinkFor(
+      const transport::TransferTicket& ticket, const baton::internal::v1::TransferTicket& wire);
   void Release(baton::internal::v1::KvTransfer::Stub* stub, const std::string& transfer_id);
   // Extends the reservation's lease by `lease`; its new end.
   absl::StatusOr<absl::Time> KeepAlive(baton::internal::v1::KvTransfer::Stub* stub,
@@ -74,9 +80,12 @@ class KvSender {
   kvcache::PageLayout layout_;
   const transport::RegisteredRegion* region_;
 
+  SenderGroup group_;
+  RemotePools pools_;
+  std::atomic<uint64_t> next_push_{1};
+
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<baton::internal::v1::KvTransfer::Stub>> stubs_;
-  std::map<std::string, std::shared_ptr<RemotePool>> pools_;  // by UCX worker address
 };
 
 }  // namespace baton::worker

@@ -98,6 +98,45 @@ void ToProto(const transport::TransferTicket& ticket, pb::TransferTicket* out) {
   out->mutable_cached_block_hashes()->Reserve(static_cast<int>(ticket.cached_block_hashes.size()));
   for (const std::string& h : ticket.cached_block_hashes) out->add_cached_block_hashes(h);
   out->set_lease_deadline_unix_ms(ticket.lease_deadline_unix_ms);
+  for (const transport::RankPool& r : ticket.ranks) ToProto(r, out->add_ranks());
+}
+
+void ToProto(const transport::RankPool& pool, pb::RankPool* out) {
+  out->Clear();
+  out->set_rank(pool.rank);
+  out->set_worker_address(pool.worker_address);
+  out->set_rkey(pool.rkey);
+  out->set_pool_base(pool.pool_base);
+  out->set_pool_bytes(pool.pool_bytes);
+  ToProto(pool.layout, out->mutable_layout());
+}
+
+absl::StatusOr<transport::RankPool> FromProto(const pb::RankPool& in,
+                                              const transport::TicketLimits& limits) {
+  BATON_RETURN_IF_ERROR(CheckSize("RankPool.worker_address", in.worker_address().size(),
+                                  limits.max_worker_address_bytes));
+  BATON_RETURN_IF_ERROR(CheckSize("RankPool.rkey", in.rkey().size(), limits.max_rkey_bytes));
+  BATON_RETURN_IF_ERROR(CheckLayout("RankPool.layout", in.layout()));
+  transport::RankPool out;
+  out.rank = in.rank();
+  out.worker_address = in.worker_address();
+  out.rkey = in.rkey();
+  out.pool_base = in.pool_base();
+  out.pool_bytes = in.pool_bytes();
+  out.layout = CopyLayout(in.layout());
+  BATON_RETURN_IF_ERROR(CheckPageBytes("RankPool.layout", in.layout(), out.layout));
+  return out;
+}
+
+void ToProto(const transport::SliceSum& sum, pb::SliceChecksum* out) {
+  out->set_sender_rank(sum.sender_rank);
+  out->set_receiver_rank(sum.receiver_rank);
+  out->set_checksum(sum.checksum);
+  out->set_bytes(sum.bytes);
+}
+
+transport::SliceSum FromProto(const pb::SliceChecksum& in) {
+  return {in.sender_rank(), in.receiver_rank(), in.checksum(), in.bytes()};
 }
 
 void ToProto(const transport::TransferComplete& complete, pb::TransferComplete* out) {
@@ -107,6 +146,7 @@ void ToProto(const transport::TransferComplete& complete, pb::TransferComplete* 
   out->set_blocks_written(complete.blocks_written);
   out->set_bytes_written(complete.bytes_written);
   out->set_checksum(complete.checksum);
+  for (const transport::SliceSum& s : complete.slices) ToProto(s, out->add_slices());
 }
 
 pb::PageLayout ToProto(const kvcache::PageLayout& layout) {
@@ -168,6 +208,14 @@ absl::StatusOr<transport::TransferTicket> FromProto(const pb::TransferTicket& in
   out.page_ids.assign(in.page_ids().begin(), in.page_ids().end());
   out.cached_block_hashes.assign(in.cached_block_hashes().begin(), in.cached_block_hashes().end());
   out.lease_deadline_unix_ms = in.lease_deadline_unix_ms();
+  if (static_cast<size_t>(in.ranks_size()) > limits.max_ranks) {
+    return absl::InvalidArgumentError(StrCat("TransferTicket.ranks has ", in.ranks_size(),
+                                             " entries; the limit is ", limits.max_ranks));
+  }
+  for (const pb::RankPool& r : in.ranks()) {
+    BATON_ASSIGN_OR_RETURN(transport::RankPool pool, FromProto(r, limits));
+    out.ranks.push_back(std::move(pool));
+  }
   return out;
 }
 
@@ -181,6 +229,13 @@ absl::StatusOr<transport::TransferComplete> FromProto(const pb::TransferComplete
   out.blocks_written = in.blocks_written();
   out.bytes_written = in.bytes_written();
   out.checksum = in.checksum();
+  // At most one entry per pair of ranks.
+  const size_t max_slices = limits.max_ranks * limits.max_ranks;
+  if (static_cast<size_t>(in.slices_size()) > max_slices) {
+    return absl::InvalidArgumentError(StrCat("TransferComplete.slices has ", in.slices_size(),
+                                             " entries; the limit is ", max_slices));
+  }
+  for (const pb::SliceChecksum& s : in.slices()) out.slices.push_back(FromProto(s));
   return out;
 }
 
@@ -215,8 +270,9 @@ absl::StatusOr<engine::SampledToken> FirstTokenFromProto(const pb::TransferCompl
   return out;
 }
 
-absl::Status CheckReserveRequest(const pb::ReserveRequest& req, const kvcache::PageLayout& local,
-                                 const transport::TicketLimits& limits) {
+absl::StatusOr<std::vector<kvcache::PageLayout>> CheckReserveRequest(
+    const pb::ReserveRequest& req, const std::vector<kvcache::PageLayout>& receivers,
+    const transport::TicketLimits& limits) {
   if (req.request_id().empty() || req.request_id().size() > limits.max_request_id_bytes) {
     return absl::InvalidArgumentError(StrCat("ReserveRequest.request_id is ",
                                              req.request_id().size(), " bytes; it must be 1 to ",
@@ -231,8 +287,36 @@ absl::Status CheckReserveRequest(const pb::ReserveRequest& req, const kvcache::P
     return absl::InvalidArgumentError(StrCat("ReserveRequest.cache_salt is ",
                                              req.cache_salt().size(), " bytes; the limit is 1024"));
   }
-  BATON_ASSIGN_OR_RETURN(kvcache::PageLayout sender, FromProto(req.sender_layout()));
-  return transport::CheckSenderLayout(sender, local);
+  if (static_cast<size_t>(req.sender_ranks_size()) > limits.max_ranks) {
+    return absl::InvalidArgumentError(StrCat("ReserveRequest.sender_ranks has ",
+                                             req.sender_ranks_size(), " entries; the limit is ",
+                                             limits.max_ranks));
+  }
+  std::vector<kvcache::PageLayout> senders;
+  for (int i = 0; i < req.sender_ranks_size(); ++i) {
+    absl::StatusOr<kvcache::PageLayout> l = FromProto(req.sender_ranks(i));
+    if (!l.ok()) {
+      return absl::InvalidArgumentError(
+          StrCat("ReserveRequest.sender_ranks[", i, "]: ", l.status().message()));
+    }
+    senders.push_back(*std::move(l));
+  }
+  const bool plain = receivers.size() == 1 && senders.size() <= 1 &&
+                     (senders.empty() || senders[0] == receivers[0]);
+  if (plain) {
+    BATON_ASSIGN_OR_RETURN(kvcache::PageLayout sender, FromProto(req.sender_layout()));
+    BATON_RETURN_IF_ERROR(transport::CheckSenderLayout(sender, receivers[0]));
+    return std::vector<kvcache::PageLayout>();
+  }
+  if (senders.empty()) {
+    return absl::FailedPreconditionError(
+        StrCat("this decode worker is a group of ", receivers.size(),
+               " ranks and the sender did not list its ranks' layouts (sender_ranks); upgrade "
+               "the prefill worker, or run decode with --tensor-parallel-size 1 "
+               "--pipeline-parallel-size 1"));
+  }
+  BATON_RETURN_IF_ERROR(transport::CheckSenderSlices(senders, receivers));
+  return senders;
 }
 
 }  // namespace baton::worker

@@ -15,6 +15,7 @@
 #pragma once
 
 #include <cstddef>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "baton/internal/v1/kv_transfer.pb.h"
@@ -37,7 +38,13 @@ baton::internal::v1::PageLayout ToProto(const kvcache::PageLayout& layout);
 baton::internal::v1::TransferTicket ToProto(const transport::TransferTicket& ticket);
 baton::internal::v1::TransferComplete ToProto(const transport::TransferComplete& complete);
 
+void ToProto(const transport::RankPool& pool, baton::internal::v1::RankPool* out);
+void ToProto(const transport::SliceSum& sum, baton::internal::v1::SliceChecksum* out);
+
 // The bounded inverses of ToProto.
+absl::StatusOr<transport::RankPool> FromProto(const baton::internal::v1::RankPool& pool,
+                                              const transport::TicketLimits& limits);
+transport::SliceSum FromProto(const baton::internal::v1::SliceChecksum& sum);
 absl::StatusOr<kvcache::PageLayout> FromProto(const baton::internal::v1::PageLayout& layout);
 absl::StatusOr<transport::TransferTicket> FromProto(
     const baton::internal::v1::TransferTicket& ticket, const transport::TicketLimits& limits);
@@ -56,10 +63,13 @@ absl::StatusOr<engine::SampledToken> FirstTokenFromProto(
 
 // The receiver's checks of a ReserveRequest before it reserves anything: request_id 1 to
 // limits.max_request_id_bytes bytes, at most limits.max_prompt_tokens prompt ids, a
-// cache_salt of at most 1024 bytes, and a sender layout that is well formed and equal to
-// `local` (transport::CheckSenderLayout). The prompt's ids are the engine's to check.
-absl::Status CheckReserveRequest(const baton::internal::v1::ReserveRequest& request,
-                                 const kvcache::PageLayout& local,
-                                 const transport::TicketLimits& limits);
+// cache_salt of at most 1024 bytes, at most limits.max_ranks sender_ranks, and layouts the
+// receiver's ranks `receivers` can take. A plain transfer (one rank on each side, one
+// layout: transport::CheckSenderLayout) returns no layouts; a sliced one (either side a
+// group, or the layouts differ: transport::CheckSenderSlices) returns the sender ranks'.
+// The prompt's ids are the engine's to check.
+absl::StatusOr<std::vector<kvcache::PageLayout>> CheckReserveRequest(
+    const baton::internal::v1::ReserveRequest& request,
+    const std::vector<kvcache::PageLayout>& receivers, const transport::TicketLimits& limits);
 
 }  // namespace baton::worker

@@ -20,19 +20,11 @@
 #include "transport/registered_region.h"
 #include "transport/transfer_ticket.h"
 #include "transport/ucx_endpoint.h"
+#include "worker/push_sink.h"
 
 namespace baton::worker {
 
-struct KvPushResult {
-  uint64_t bytes_sent = 0;         // put, including blocks sent twice after a preemption
-  transport::KvChecksum checksum;  // over the whole of what the receiver must hold
-  int64_t puts = 0;
-  double transfer_seconds = 0;  // first put posted to the last flush done
-  double exposed_seconds = 0;   // waiting in Drain, summed over the steps: not overlapped
-  bool complete = false;        // Drain saw the prompt complete
-};
-
-class UcxKvSink : public engine::KvSink {
+class UcxKvSink : public PushSink {
  public:
   // `endpoint`, `remote` and `local_region` must outlive the sink. `local_pool` is the
   // sender's page 0; `ticket` was validated against `layout`.
@@ -45,10 +37,11 @@ class UcxKvSink : public engine::KvSink {
                       int64_t count) override;
   absl::Status Drain(std::span<const int32_t> block_table, bool done) override;
 
-  const KvPushResult& result() const { return result_; }
+  const KvPushResult& result() const override { return result_; }
   // The first put error, or the endpoint's failure; OK while all is well. Thread-safe
   // enough for a watcher: it reads the endpoint's health.
-  absl::Status health() const;
+  absl::Status health() const override;
+  bool detects_peer_failure() const override { return endpoint_->detects_peer_failure(); }
 
  private:
   using Clock = std::chrono::steady_clock;

@@ -29,6 +29,7 @@ void AddWorkerFlags(CLI::App* cmd, WorkerFlags* f, const std::string& fixed_role
         ->check(CLI::IsMember({"colocated", "prefill", "decode"}));
   } else {
     f->role = fixed_role;
+    f->rank_command.clear();
   }
   AddEngineFlags(cmd, f);
   AddTransferFlags(cmd, f);

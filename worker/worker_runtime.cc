@@ -15,6 +15,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "parallel/store.h"
 #include "service/metrics.h"
+#include "worker/rank_kv.h"
 
 namespace baton::worker {
 namespace {
@@ -141,13 +142,6 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     return absl::InvalidArgumentError(StrCat("--group-rank ", flags.group_rank,
                                              " runs as `baton worker`: only rank 0 serves here"));
   }
-  if (group_size > 1 && flags.role != "colocated") {
-    return absl::UnimplementedError(StrCat(
-        "a worker group (--tensor-parallel-size ", flags.tensor_parallel_size,
-        ", --pipeline-parallel-size ", flags.pipeline_parallel_size,
-        ") runs as a colocated "
-        "worker for now: KV transfers to and from groups are not built yet (docs/parallel.md)"));
-  }
   std::unique_ptr<WorkerRuntime> w(new WorkerRuntime());
   w->role_ = flags.role;
   engine::EngineOptions options;
@@ -228,8 +222,26 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     BATON_ASSIGN_OR_RETURN(
         options.shard, model::PlanShard(w->loaded_.model->config(), engine::PlacementOf(group)));
     BATON_ASSIGN_OR_RETURN(engine::GroupComms comms, engine::ConnectGroup(group));
+    engine::RankKvSetup kv;
+    if (flags.role != "colocated") {
+      // The leader's own slice of transfers, over its pool (registered here, unless UCX
+      // allocated it).
+      WorkerRuntime* self = w.get();
+      kv.make = [self](engine::KvPool* pool) -> absl::StatusOr<std::unique_ptr<engine::RankKv>> {
+        if (self->pool_region_ == nullptr) {
+          BATON_ASSIGN_OR_RETURN(
+              self->pool_region_,
+              transport::RegisteredRegion::Register(
+                  *self->ucx_, pool->block_data(0),
+                  static_cast<size_t>(pool->layout().page_bytes() * pool->num_blocks())));
+        }
+        return std::unique_ptr<engine::RankKv>(std::make_unique<UcxRankKv>(
+            self->ucx_.get(), self->pool_region_.get(), pool, 0, KvSenderOptions{}.flush_timeout));
+      };
+    }
     options.backend = engine::MakeGroupBackendFactory(
-        w->loaded_.model.get(), group, std::make_shared<engine::GroupComms>(std::move(comms)));
+        w->loaded_.model.get(), group, std::make_shared<engine::GroupComms>(std::move(comms)), kv,
+        [self = w.get()](engine::GroupBackend* b) { self->group_backend_ = b; });
   }
   BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
   // One registration of the whole pool serves both directions (docs/transport.md).
@@ -238,17 +250,24 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
                                                 *w->ucx_, w->engine_->kv_pool_data(),
                                                 static_cast<size_t>(w->engine_->kv_pool_bytes())));
   }
-  // A group takes no part in KV transfers yet: its K/V is spread over its ranks' pools,
-  // and the transfer path moves one pool's pages (docs/parallel.md).
-  if (flags.role != "prefill" && group_size == 1) {
+  // A colocated group takes no part in KV transfers: a split group's ranks each move their
+  // own slice (docs/parallel.md, "KV transfers with groups").
+  const bool takes_transfers = group_size == 1 || flags.role != "colocated";
+  if (flags.role != "prefill" && takes_transfers) {
     KvReceiverOptions ro;
     ro.default_lease = absl::Seconds(flags.kv_lease_seconds);
-    w->receiver_ = KvReceiver::Create(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(), ro,
-                                      &w->metrics_);
+    BATON_ASSIGN_OR_RETURN(
+        w->receiver_, KvReceiver::Create(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(), ro,
+                                         &w->metrics_, w->group_backend_));
   }
-  if (flags.role != "decode" && group_size == 1) {
+  if (flags.role != "decode" && takes_transfers) {
+    SenderGroup sg;
+    sg.backend = w->group_backend_;
+    if (group_size > 1) {
+      BATON_ASSIGN_OR_RETURN(sg.layouts, GroupPageLayouts(w->loaded_.model->config(), flags));
+    }
     w->sender_ = std::make_unique<KvSender>(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(),
-                                            KvSenderOptions{}, &w->metrics_);
+                                            KvSenderOptions{}, &w->metrics_, std::move(sg));
   }
   w->service_ = std::make_unique<WorkerService>(w->engine_.get(), w->receiver_.get(),
                                                 w->sender_.get(), flags.role);

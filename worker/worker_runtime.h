@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
@@ -68,6 +69,9 @@ struct WorkerFlags {
   int group_timeout_ms = 10000;
   int pp_micro_batches = 0;  // 0: 2 x pipeline-parallel-size
   int ready_fd = -1;         // a started rank writes its first line here too
+  // How a leader starts its ranks: `/proc/self/exe` with these words before their flags
+  // ("worker" for `baton`; none for the role binaries, whose role is fixed).
+  std::vector<std::string> rank_command = {"worker"};
   int group_size() const { return tensor_parallel_size * pipeline_parallel_size; }
 };
 
@@ -108,6 +112,7 @@ class WorkerRuntime {
   bool pool_from_ucx_ = false;  // UCX allocated the engine's KV pool (pool_region_ owns it)
   std::unique_ptr<KvReceiver> receiver_;
   std::unique_ptr<KvSender> sender_;
+  engine::GroupBackend* group_backend_ = nullptr;  // a group leader's; the engine owns it
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<service::HttpServer> metrics_http_;
   std::unique_ptr<service::HealthService> health_;  // outlives server_

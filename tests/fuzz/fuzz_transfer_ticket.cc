@@ -19,6 +19,8 @@
 //   complete_logprob    complete_valid with first_token_logprob (2 alternatives), 16 cached
 //   reserve_valid       selector 0x80: req-1, 4 prompt ids, LocalLayout, lease 5 s
 //   reserve_other_layout  the same with num_kv_heads 8 (page_bytes follows)
+//   ticket_sliced       ticket_valid plus two ranks: TwoSlices' layouts, 64-page pools
+//   reserve_sliced      reserve_valid plus sender_ranks: TwoSlices' layouts
 // (pp_size 1 was appended to each seed's layout when the layout got its pipeline stage:
 // a repeated embedded message merges.) To make another by hand: { printf '\x00'; protoc -Iproto
 //   --encode=baton.internal.v1.TransferTicket proto/baton/internal/v1/kv_transfer.proto
@@ -26,6 +28,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
@@ -59,9 +62,24 @@ PageLayout LocalLayout() {
   return l;
 }
 
+// The same model's pages cut in two tensor-parallel slices: a group's ranks.
+std::vector<PageLayout> TwoSlices() {
+  std::vector<PageLayout> out;
+  for (int r = 0; r < 2; ++r) {
+    PageLayout l = LocalLayout();
+    l.num_kv_heads = 2;
+    l.first_kv_head = 2 * r;
+    l.tp_rank = r;
+    l.tp_size = 2;
+    out.push_back(l);
+  }
+  return out;
+}
+
 TicketLimits Limits() {
   TicketLimits limits;
   limits.max_prompt_tokens = 1 << 16;  // keeps the fuzzer's allocations small
+  limits.max_ranks = 64;
   return limits;
 }
 
@@ -115,7 +133,21 @@ void ExerciseTicket(const uint8_t* data, size_t size) {
           round->cached_block_hashes == ticket->cached_block_hashes &&
           round->lease_deadline_unix_ms == ticket->lease_deadline_unix_ms);
 
+  Require(ticket->ranks.size() <= limits.max_ranks);
+  Require(round->ranks.size() == ticket->ranks.size());
   const absl::Time now = absl::FromUnixMillis(kNowMs);
+  if (!ticket->ranks.empty()) {
+    // A sliced ticket: a group sender of two slices checks it.
+    const absl::Status sliced =
+        baton::transport::ValidateSlicedTicket(*ticket, TwoSlices(), limits, now);
+    Require(sliced.ok() || (Known(sliced.code()) && !sliced.message().empty()));
+    if (sliced.ok()) {
+      for (const auto& r : ticket->ranks) {
+        const uint64_t pages = r.pool_bytes / static_cast<uint64_t>(r.layout.page_bytes());
+        for (int32_t id : ticket->page_ids) Require(id >= 0 && static_cast<uint64_t>(id) < pages);
+      }
+    }
+  }
   const PageLayout local = LocalLayout();
   const absl::Status valid = baton::transport::ValidateTicket(*ticket, local, limits, now);
   if (!valid.ok()) {
@@ -178,7 +210,12 @@ void ExerciseReserve(const uint8_t* data, size_t size) {
   pb::ReserveRequest wire;
   if (!wire.ParseFromArray(data, static_cast<int>(size))) return;
   const TicketLimits limits = Limits();
-  const absl::Status valid = baton::worker::CheckReserveRequest(wire, LocalLayout(), limits);
+  // A group receiver of two slices takes sliced reservations only.
+  const auto sliced = baton::worker::CheckReserveRequest(wire, TwoSlices(), limits);
+  Require(sliced.ok() ? !sliced->empty()
+                      : (Known(sliced.status().code()) && !sliced.status().message().empty()));
+  const auto checked = baton::worker::CheckReserveRequest(wire, {LocalLayout()}, limits);
+  const absl::Status valid = checked.status();
   if (!valid.ok()) {
     Require(valid.code() == absl::StatusCode::kInvalidArgument ||
             valid.code() == absl::StatusCode::kFailedPrecondition);
@@ -188,8 +225,12 @@ void ExerciseReserve(const uint8_t* data, size_t size) {
   // What the receiver relies on before it hashes the prompt and reserves pages.
   Require(!wire.request_id().empty() && wire.request_id().size() <= limits.max_request_id_bytes);
   Require(wire.prompt_ids_size() <= limits.max_prompt_tokens);
-  absl::StatusOr<PageLayout> sender = baton::worker::FromProto(wire.sender_layout());
-  Require(sender.ok() && *sender == LocalLayout());
+  if (checked->empty()) {  // plain: the sender's one layout is ours
+    absl::StatusOr<PageLayout> sender = baton::worker::FromProto(wire.sender_layout());
+    Require(sender.ok() && *sender == LocalLayout());
+  } else {
+    Require(static_cast<int>(checked->size()) == wire.sender_ranks_size());
+  }
 }
 
 }  // namespace
