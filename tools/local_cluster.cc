@@ -40,7 +40,13 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 "--max-prefill-chunk",
                                 StrCat(f.max_prefill_chunk),
                                 "--kv-lease-seconds",
-                                StrCat(f.kv_lease_seconds)};
+                                StrCat(f.kv_lease_seconds),
+                                "--tensor-parallel-size",
+                                StrCat(f.tensor_parallel_size),
+                                "--pipeline-parallel-size",
+                                StrCat(f.pipeline_parallel_size),
+                                "--group-timeout-ms",
+                                StrCat(f.group_timeout_ms)};
   if (!f.kv_cache_memory.empty()) a.insert(a.end(), {"--kv-cache-memory", f.kv_cache_memory});
   if (!f.ucx_tls.empty()) a.insert(a.end(), {"--ucx-tls", f.ucx_tls});
   if (f.kv_pool != "auto") a.insert(a.end(), {"--kv-pool", f.kv_pool});
@@ -52,8 +58,9 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const worker::WorkerFlags& worker,
-                                                                  int num_prefill, int num_decode,
+                                                                  Pool prefill, Pool decode,
                                                                   absl::Duration start_timeout) {
+  const int num_prefill = prefill.workers, num_decode = decode.workers;
   if (num_prefill < 1 || num_decode < 1) {
     return absl::InvalidArgumentError(StrCat("--prefill is ", num_prefill, " and --decode is ",
                                              num_decode,
@@ -63,14 +70,22 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const worker::
   std::unique_ptr<LocalCluster> c(new LocalCluster());
   // The workers share this host: split the cores and the KV-cache memory between them
   // unless the user sized them.
+  // (A group's leader divides a fraction between its ranks; a size is each rank's.)
   worker::WorkerFlags each = worker;
-  const int n = num_prefill + num_decode;
+  const int ranks = num_prefill * prefill.tensor_parallel * prefill.pipeline_parallel +
+                    num_decode * decode.tensor_parallel * decode.pipeline_parallel;
   if (each.threads == 0) {
-    each.threads = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / n);
+    each.threads = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / ranks);
   }
-  if (each.kv_cache_memory.empty()) each.kv_cache_fraction = worker.kv_cache_fraction / n;
+  if (each.kv_cache_memory.empty()) {
+    each.kv_cache_fraction = worker.kv_cache_fraction / (num_prefill + num_decode);
+  }
   for (int i = 0; i < num_decode + num_prefill; ++i) {
-    const std::string role = i < num_decode ? "decode" : "prefill";
+    const bool is_decode = i < num_decode;
+    const std::string role = is_decode ? "decode" : "prefill";
+    const Pool& pool = is_decode ? decode : prefill;
+    each.tensor_parallel_size = pool.tensor_parallel;
+    each.pipeline_parallel_size = pool.pipeline_parallel;
     absl::StatusOr<Process> p = c->Spawn(each, role, start_timeout);
     if (!p.ok()) return p.status();  // the destructor stops those already started
     c->processes_.push_back(*std::move(p));

@@ -19,9 +19,16 @@ namespace baton::tools {
 class LocalCluster {
  public:
   // `worker` holds the model and engine flags every worker gets; --host, --port and
-  // --role are set here. Waits up to `start_timeout` for each to announce its port.
+  // --role are set here. Each pool's workers are groups of `prefill` / `decode` ranks
+  // (tensor x pipeline parallel sizes). Waits up to `start_timeout` for each to announce
+  // its port.
+  struct Pool {
+    int workers = 0;
+    int tensor_parallel = 1;
+    int pipeline_parallel = 1;
+  };
   static absl::StatusOr<std::unique_ptr<LocalCluster>> Start(const worker::WorkerFlags& worker,
-                                                             int num_prefill, int num_decode,
+                                                             Pool prefill, Pool decode,
                                                              absl::Duration start_timeout);
   ~LocalCluster();  // Stop()
   LocalCluster(const LocalCluster&) = delete;

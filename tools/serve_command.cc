@@ -23,21 +23,26 @@ struct ServeFlags {
   router::RouterFlags router;
   int prefill = 0;  // worker processes of a split cluster; 0 and 0: one colocated worker
   int decode = 0;
+  // Each pool's group shape; 0: --tensor-parallel-size / --pipeline-parallel-size.
+  int prefill_tp = 0, prefill_pp = 0, decode_tp = 0, decode_pp = 0;
 };
 
 // `baton serve --prefill N --decode M`: the workers in their own processes, the router here.
 absl::Status RunSplit(const ServeFlags& flags, router::RouterOptions options) {
-  if (flags.worker.group_size() > 1) {
-    return absl::UnimplementedError(
-        "a split cluster of worker groups (--prefill/--decode with --tensor-parallel-size or "
-        "--pipeline-parallel-size) is not built yet; serve a group colocated (without "
-        "--prefill/--decode)");
-  }
-  std::fprintf(stderr, "baton serve: starting %d prefill and %d decode workers for %s\n",
-               flags.prefill, flags.decode, flags.worker.model.c_str());
-  BATON_ASSIGN_OR_RETURN(
-      std::unique_ptr<LocalCluster> cluster,
-      LocalCluster::Start(flags.worker, flags.prefill, flags.decode, absl::Minutes(10)));
+  const auto or_default = [](int v, int d) { return v > 0 ? v : d; };
+  const LocalCluster::Pool prefill{
+      flags.prefill, or_default(flags.prefill_tp, flags.worker.tensor_parallel_size),
+      or_default(flags.prefill_pp, flags.worker.pipeline_parallel_size)};
+  const LocalCluster::Pool decode{flags.decode,
+                                  or_default(flags.decode_tp, flags.worker.tensor_parallel_size),
+                                  or_default(flags.decode_pp, flags.worker.pipeline_parallel_size)};
+  std::fprintf(stderr,
+               "baton serve: starting %d prefill (tp=%d pp=%d) and %d decode (tp=%d pp=%d) "
+               "workers for %s\n",
+               prefill.workers, prefill.tensor_parallel, prefill.pipeline_parallel, decode.workers,
+               decode.tensor_parallel, decode.pipeline_parallel, flags.worker.model.c_str());
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster,
+                         LocalCluster::Start(flags.worker, prefill, decode, absl::Minutes(10)));
   options.worker.clear();
   options.prefill_workers = cluster->prefill_targets();
   options.decode_workers = cluster->decode_targets();
@@ -106,6 +111,24 @@ void AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(0, 64));
   worker::AddTransferFlags(cmd, &f->worker);
   worker::AddGroupFlags(cmd, &f->worker);
+  const struct {
+    const char* flag;
+    const char* env;
+    int* value;
+    const char* help;
+  } pools[] = {
+      {"--prefill-tensor-parallel-size", "BATON_PREFILL_TENSOR_PARALLEL_SIZE", &f->prefill_tp,
+       "Tensor-parallel ranks of each prefill worker (default: --tensor-parallel-size)"},
+      {"--prefill-pipeline-parallel-size", "BATON_PREFILL_PIPELINE_PARALLEL_SIZE", &f->prefill_pp,
+       "Pipeline stages of each prefill worker (default: --pipeline-parallel-size)"},
+      {"--decode-tensor-parallel-size", "BATON_DECODE_TENSOR_PARALLEL_SIZE", &f->decode_tp,
+       "Tensor-parallel ranks of each decode worker (default: --tensor-parallel-size)"},
+      {"--decode-pipeline-parallel-size", "BATON_DECODE_PIPELINE_PARALLEL_SIZE", &f->decode_pp,
+       "Pipeline stages of each decode worker (default: --pipeline-parallel-size)"},
+  };
+  for (const auto& p : pools) {
+    cmd->add_option(p.flag, *p.value, p.help)->envname(p.env)->check(CLI::Range(0, 64));
+  }
   cmd->callback([f] {
     absl::Status status = Run(*f);
     if (!status.ok()) {

@@ -2,6 +2,8 @@
 # `baton serve --prefill 1 --decode 1` as a user runs it: it starts a prefill and a decode
 # worker as child processes and the router in front, answers a completion through the split
 # path (the same text as plain `baton serve`), and Ctrl-C stops every process it started.
+# Then the same with worker groups of different shapes on the two sides
+# (--prefill-tensor-parallel-size 2, --decode-pipeline-parallel-size 2).
 # usage: serve_split_test.sh BATON_BIN SOURCE_DIR
 set -euo pipefail
 baton=$1
@@ -15,6 +17,8 @@ source "$(dirname "$0")/serve_lib.sh"
 
 start plain --ucx-tls tcp
 start split --ucx-tls tcp --prefill 1 --decode 1
+start groups --ucx-tls tcp --prefill 1 --decode 1 --prefill-tensor-parallel-size 2 \
+  --decode-pipeline-parallel-size 2
 plain_port=$(cat "$out/plain.port")
 split_port=$(cat "$out/split.port")
 [ -n "$plain_port" ] && [ -n "$split_port" ] || { cat "$out"/*.err; echo "FAIL: no port"; exit 1; }
@@ -26,6 +30,16 @@ got=$(complete "$split_port")
 if [ "$got" != "$want" ]; then
   echo "FAIL: the split answer differs"; echo "plain: $want"; echo "split: $got"; exit 1
 fi
+groups_port=$(cat "$out/groups.port")
+[ -n "$groups_port" ] || { cat "$out/groups.err"; echo "FAIL: the split groups gave no port"; exit 1; }
+grep -q "prefill (tp=2 pp=1) and 1 decode (tp=1 pp=2)" "$out/groups.err" ||
+  { cat "$out/groups.err"; echo "FAIL: the pools' shapes were not announced"; exit 1; }
+got=$(complete "$groups_port")
+if [ "$got" != "$want" ]; then
+  echo "FAIL: the split groups' answer differs"; echo "plain:  $want"; echo "groups: $got"; exit 1
+fi
+kill -INT "$(cat "$out/groups.pid")"
+wait "$(cat "$out/groups.pid")" || { echo "FAIL: the split groups' baton serve failed to stop"; exit 1; }
 
 pid=$(cat "$out/split.pid")
 children=$(ps -o pid= --ppid "$pid" | tr -d ' ')
@@ -38,4 +52,4 @@ for c in $children; do
   if kill -0 "$c" 2>/dev/null; then echo "FAIL: worker $c outlived baton serve"; exit 1; fi
 done
 kill -INT "$(cat "$out/plain.pid")"
-echo "PASS: split answer equals colocated; Ctrl-C stopped the router and both workers"
+echo "PASS: split answers (one rank, and groups P tp=2 -> D pp=2) equal colocated; Ctrl-C stopped the router and both workers"
