@@ -77,10 +77,14 @@ absl::Status CheckLayoutSane(const PageLayout& layout, std::string_view field = 
                                                ")"));
     }
   }
-  if (layout.first_layer < 0 || layout.first_kv_head < 0) {
+  // A model has far fewer layers and heads. With the page-size check below (which bounds
+  // the counts), this keeps first + count from overflowing.
+  constexpr int64_t kMaxOffset = int64_t{1} << 24;
+  if (layout.first_layer < 0 || layout.first_kv_head < 0 || layout.first_layer >= kMaxOffset ||
+      layout.first_kv_head >= kMaxOffset) {
     return absl::InvalidArgumentError(StrCat(field, ".first_layer is ", layout.first_layer,
                                              " and first_kv_head ", layout.first_kv_head,
-                                             "; neither may be negative"));
+                                             "; each must be in [0, ", kMaxOffset, ")"));
   }
   if (!layout.checked_page_bytes()) {
     return absl::InvalidArgumentError(

@@ -49,24 +49,29 @@ absl::Status VerifySliceSums(const void* pool, int64_t num_pages, const kvcache:
     }
   }
   const std::vector<int32_t> pages(v.page_ids().begin(), v.page_ids().end());
+  std::vector<kvcache::PageLayout> senders;
+  for (const pb::PageLayout& l : v.sender_ranks()) {
+    BATON_ASSIGN_OR_RETURN(kvcache::PageLayout sender, FromProto(l));
+    senders.push_back(std::move(sender));
+  }
+  // Sane, of this model, and together filling this rank's pages once.
+  BATON_RETURN_IF_ERROR(transport::CheckSenderSlices(senders, {local}));
   for (const pb::SliceChecksum& e : v.expected()) {
     if (e.receiver_rank() != rank) continue;
     if (e.sender_rank() < 0 || e.sender_rank() >= v.sender_ranks_size()) {
       return absl::InvalidArgumentError(StrCat("verify: sender rank ", e.sender_rank(),
-                                               " is outside the sender's ",
-                                               v.sender_ranks_size(), " ranks"));
+                                               " is outside the sender's ", v.sender_ranks_size(),
+                                               " ranks"));
     }
-    BATON_ASSIGN_OR_RETURN(kvcache::PageLayout sender, FromProto(v.sender_ranks(e.sender_rank())));
-    BATON_RETURN_IF_ERROR(kvcache::CheckSliceCompatible(sender, local));
+    const kvcache::PageLayout& sender = senders[static_cast<size_t>(e.sender_rank())];
     const transport::KvChecksum sum =
         transport::SliceKvChecksum(pool, sender, local, transport::SliceSide::kDestination, pages,
                                    v.first_block(), v.prompt_tokens());
     if (sum.hash != e.checksum() || sum.bytes != e.bytes()) {
-      return absl::DataLossError(StrCat("the K/V that sender rank ", e.sender_rank(),
-                                        " wrote into rank ", rank, " hashes to ", sum.hash,
-                                        " over ", sum.bytes, " bytes; the sender's is ",
-                                        e.checksum(), " over ", e.bytes(),
-                                        ": the transfer lost or misplaced data"));
+      return absl::DataLossError(
+          StrCat("the K/V that sender rank ", e.sender_rank(), " wrote into rank ", rank,
+                 " hashes to ", sum.hash, " over ", sum.bytes, " bytes; the sender's is ",
+                 e.checksum(), " over ", e.bytes(), ": the transfer lost or misplaced data"));
     }
   }
   return absl::OkStatus();
@@ -113,9 +118,9 @@ void UcxRankKv::AfterStep() {
 
 absl::StatusOr<pb::RankKvReply> UcxRankKv::Begin(const pb::PushBegin& b) {
   if (b.push() == 0 || pushes_.count(b.push()) > 0 || pushes_.size() >= kMaxPushes) {
-    return absl::InvalidArgumentError(
-        StrCat("push ", b.push(), " is 0, already begun, or one too many (", pushes_.size(),
-               " held, at most ", kMaxPushes, ")"));
+    return absl::InvalidArgumentError(StrCat("push ", b.push(),
+                                             " is 0, already begun, or one too many (",
+                                             pushes_.size(), " held, at most ", kMaxPushes, ")"));
   }
   const transport::TicketLimits limits;
   BATON_ASSIGN_OR_RETURN(transport::TransferTicket ticket, FromProto(b.ticket(), limits));
@@ -125,8 +130,7 @@ absl::StatusOr<pb::RankKvReply> UcxRankKv::Begin(const pb::PushBegin& b) {
   for (const transport::RankPool& r : ticket.ranks) {
     BATON_RETURN_IF_ERROR(kvcache::CheckSliceCompatible(local, r.layout));
   }
-  BATON_ASSIGN_OR_RETURN(std::vector<SliceTarget> targets,
-                         SliceTargetsOf(ticket, local, &pools_));
+  BATON_ASSIGN_OR_RETURN(std::vector<SliceTarget> targets, SliceTargetsOf(ticket, local, &pools_));
   const bool writer = rank_ < b.writers_size() && b.writers(rank_);
   pushes_[b.push()] = std::make_unique<SlicePush>(region_, pool_->block_data(0), local, rank_,
                                                   writer, std::move(targets), ticket);
@@ -144,8 +148,8 @@ absl::StatusOr<pb::RankKvReply> UcxRankKv::End(const pb::PushEnd& e) {
   const std::vector<int32_t> table(e.block_table().begin(), e.block_table().end());
   for (int32_t id : table) {
     if (id < 0 || id >= pool_->num_blocks()) {
-      return absl::InvalidArgumentError(StrCat("PushEnd.block_table holds page ", id,
-                                               "; this rank has ", pool_->num_blocks()));
+      return absl::InvalidArgumentError(
+          StrCat("PushEnd.block_table holds page ", id, "; this rank has ", pool_->num_blocks()));
     }
   }
   pb::RankKvReply reply;
@@ -175,8 +179,8 @@ absl::StatusOr<std::string> UcxRankKv::Call(std::string_view request) {
       pushes_.erase(call.drop().push());
       break;
     case pb::RankKvCall::kVerify: {
-      absl::Status ok =
-          VerifySliceSums(pool_->block_data(0), pool_->num_blocks(), pool_->layout(), rank_, call.verify());
+      absl::Status ok = VerifySliceSums(pool_->block_data(0), pool_->num_blocks(), pool_->layout(),
+                                        rank_, call.verify());
       if (!ok.ok()) return ok;
       break;
     }
