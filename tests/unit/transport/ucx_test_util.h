@@ -96,6 +96,7 @@ class ChildProcess {
     return line;
   }
   bool AtEnd() const { return from_ == nullptr || feof(from_); }
+  pid_t pid() const { return pid_; }
   void WriteLine(const std::string& s) {
     if (to_ == nullptr) return;
     fputs((s + "\n").c_str(), to_);

@@ -6,7 +6,15 @@
 // The greedy tokens are those of one rank computing alone (engine::Generate), for prompts
 // with partial last blocks, repeated prompts (the decode side's prefix cache), and
 // prompts longer than one prefill chunk.
+#include <dirent.h>
+#include <signal.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "baton/internal/v1/worker.grpc.pb.h"
@@ -36,7 +44,8 @@ struct Case {
   Split split;
 };
 
-std::vector<std::string> With(std::vector<std::string> flags, const std::vector<std::string>& more) {
+std::vector<std::string> With(std::vector<std::string> flags,
+                              const std::vector<std::string>& more) {
   flags.insert(flags.end(), more.begin(), more.end());
   return flags;
 }
@@ -117,12 +126,8 @@ const std::vector<std::string> kPp2 = {"--pipeline-parallel-size", "2"};
 const std::vector<std::string> kTp4 = {"--tensor-parallel-size", "4"};
 
 const Split kSplits[] = {
-    {"P_tp2_to_D_tp1", kTp2, kOne},
-    {"P_tp1_to_D_tp2", kOne, kTp2},
-    {"P_tp2_to_D_tp2", kTp2, kTp2},
-    {"P_pp2_to_D_tp2", kPp2, kTp2},
-    {"P_tp2_to_D_pp2", kTp2, kPp2},
-    {"P_tp4_to_D_tp1", kTp4, kOne},
+    {"P_tp2_to_D_tp1", kTp2, kOne}, {"P_tp1_to_D_tp2", kOne, kTp2}, {"P_tp2_to_D_tp2", kTp2, kTp2},
+    {"P_pp2_to_D_tp2", kPp2, kTp2}, {"P_tp2_to_D_pp2", kTp2, kPp2}, {"P_tp4_to_D_tp1", kTp4, kOne},
 };
 
 std::vector<Case> Cases() {
@@ -136,6 +141,72 @@ std::vector<Case> Cases() {
 INSTANTIATE_TEST_SUITE_P(Splits, DisaggGroupTest, ::testing::ValuesIn(Cases()),
                          [](const ::testing::TestParamInfo<Case>& info) {
                            return StrCat(info.param.tls, "_", info.param.split.name);
+                         });
+
+// A rank of either side's group killed with SIGKILL while a long prompt crosses: the
+// Prefill call ends with an error within 10 s, and the side that lives frees every page
+// the transfer held.
+class DisaggGroupFaultTest : public ::testing::TestWithParam<bool> {};
+
+TEST_P(DisaggGroupFaultTest, KillNineOfARankFailsTheTransferCleanly) {
+  const bool kill_prefill_rank = GetParam();
+  const std::vector<std::string> group = {"--tensor-parallel-size", "2", "--group-timeout-ms",
+                                          "2000"};
+  // One-token chunks and a step delay: the prompt takes seconds to cross.
+  const std::vector<std::string> slow = {
+      "--max-prefill-chunk", "1", "--max-batched-tokens", "256", "--debug-step-delay-ms", "2"};
+  baton::testing::WorkerProc decode({BATON_DECODE_BIN}, "tcp", kill_prefill_rank ? kOne : group);
+  baton::testing::WorkerProc prefill({BATON_PREFILL_BIN}, "tcp",
+                                     With(kill_prefill_rank ? group : kOne, slow));
+  ASSERT_TRUE(decode.stub && prefill.stub);
+  baton::testing::WorkerProc& hurt = kill_prefill_rank ? prefill : decode;
+  baton::testing::WorkerProc& lives = kill_prefill_rank ? decode : prefill;
+  const std::vector<pid_t> ranks = baton::testing::ChildrenOf(hurt.process->pid());
+  ASSERT_EQ(ranks.size(), 1u);
+  // A first small transfer opens every UCX endpoint: Debian's UCX 1.13 aborts a process
+  // whose peer dies mid-handshake (openucx/ucx#8175; docs/disaggregation.md).
+  {
+    pb::PrefillRequest p;
+    *p.mutable_request() = Request("warm-up", 20, 1, 2);
+    p.set_decode_worker(decode.target);
+    pb::PrefillResponse pre;
+    grpc::ClientContext ctx;
+    ASSERT_TRUE(prefill.stub->Prefill(&ctx, p, &pre).ok());
+    grpc::ClientContext release;
+    pb::GenerateRequest gen = p.request();
+    gen.set_kv_transfer_id("warm-up");
+    auto reader = decode.stub->Generate(&release, gen);
+    pb::GenerateResponse r;
+    while (reader->Read(&r)) {
+    }
+    ASSERT_TRUE(reader->Finish().ok());
+  }
+  pb::PrefillRequest p;
+  *p.mutable_request() = Request("long", 480, 2, 4);
+  p.set_decode_worker(decode.target);
+  grpc::Status status;
+  std::chrono::steady_clock::time_point ended;
+  std::thread call([&] {
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(60));
+    pb::PrefillResponse pre;
+    status = prefill.stub->Prefill(&ctx, p, &pre);
+    ended = std::chrono::steady_clock::now();
+  });
+  std::this_thread::sleep_for(std::chrono::milliseconds(400));
+  const auto killed = std::chrono::steady_clock::now();
+  kill(ranks[0], SIGKILL);
+  call.join();
+  EXPECT_FALSE(status.ok()) << "the prompt crossed although a rank died";
+  EXPECT_LT(ended - killed, std::chrono::seconds(10)) << status.error_message();
+  // The live side holds nothing for the failed transfer (the decode side frees it on the
+  // sender's Release, or at the lease's end).
+  EXPECT_TRUE(NoPagesHeld(lives.WaitFor(NoPagesHeld, 10)));
+}
+
+INSTANTIATE_TEST_SUITE_P(Sides, DisaggGroupFaultTest, ::testing::Bool(),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return std::string(info.param ? "PrefillRank" : "DecodeRank");
                          });
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/unit/worker/worker_proc.h"
 #include "worker/worker_service.h"
 
 extern char** environ;
@@ -47,28 +48,6 @@ bool Alive(pid_t pid) {
   const size_t paren = all.rfind(')');
   return paren != std::string::npos && all.size() > paren + 2 && all[paren + 2] != 'Z' &&
          all[paren + 2] != 'X';
-}
-
-// Children of `parent`, from /proc/*/stat.
-std::vector<pid_t> ChildrenOf(pid_t parent) {
-  std::vector<pid_t> out;
-  DIR* d = opendir("/proc");
-  if (d == nullptr) return out;
-  while (dirent* e = readdir(d)) {
-    const pid_t pid = static_cast<pid_t>(atoi(e->d_name));
-    if (pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
-    const size_t paren = all.rfind(')');
-    if (paren == std::string::npos) continue;
-    std::istringstream fields(all.substr(paren + 2));
-    std::string state;
-    pid_t ppid = 0;
-    fields >> state >> ppid;
-    if (ppid == parent && state != "Z") out.push_back(pid);
-  }
-  closedir(d);
-  return out;
 }
 
 class Leader {
@@ -96,7 +75,7 @@ class Leader {
       channel_ = grpc::CreateChannel(m[1].str(), grpc::InsecureChannelCredentials());
       stub_ = pb::Worker::NewStub(channel_);
     }
-    ranks_ = ChildrenOf(pid_);
+    ranks_ = baton::testing::ChildrenOf(pid_);
   }
   ~Leader() {
     if (pid_ > 0) {

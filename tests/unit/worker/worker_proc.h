@@ -3,14 +3,18 @@
 #pragma once
 
 #include <arpa/inet.h>
+#include <dirent.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <memory>
 #include <regex>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -113,6 +117,28 @@ inline double MetricValue(const std::string& text, const std::string& series) {
     ++at;
   }
   return -1;
+}
+
+// Children of `parent`, from /proc/*/stat: a group leader's ranks.
+inline std::vector<pid_t> ChildrenOf(pid_t parent) {
+  std::vector<pid_t> out;
+  DIR* d = opendir("/proc");
+  if (d == nullptr) return out;
+  while (dirent* e = readdir(d)) {
+    const pid_t pid = static_cast<pid_t>(atoi(e->d_name));
+    if (pid <= 0) continue;
+    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
+    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const size_t paren = all.rfind(')');
+    if (paren == std::string::npos) continue;
+    std::istringstream fields(all.substr(paren + 2));
+    std::string state;
+    pid_t ppid = 0;
+    fields >> state >> ppid;
+    if (ppid == parent && state != "Z") out.push_back(pid);
+  }
+  closedir(d);
+  return out;
 }
 
 // Nothing running, queued or reserved, and no page in use.
