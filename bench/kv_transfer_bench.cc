@@ -14,14 +14,29 @@
 // The receiver is this binary in `--receiver` mode, a separate process. After each round it
 // hashes its pool (XXH3) and the sender compares: a transfer that loses or misplaces a byte
 // fails the run.
+//
+// `--groups S:R,...` measures worker groups too (docs/parallel.md, "KV transfers with
+// groups"): S prefill ranks, threads of this process with a UcxWorker, a registered source
+// and RemotePools each, every one holding its slice of the KV heads (kv_heads / S, from
+// rank * that), push into R receiver processes, each holding its slice (kv_heads / R), with
+// worker::SlicePush as a prefill rank does: layer by layer, one put per run of
+// kvcache::SliceCopyRuns. Different TP makes runs of one position's heads (1 KiB for the 1B
+// shape at 2:1 or 1:2), so the "run" reference is ucp_put_bw at that pair's put size. The
+// K/V is a function of (page, layer, K or V, position, model KV head, d), so the sender
+// computes every receiver rank's expected pool and compares its hash. 1:1 is the path
+// above, unchanged.
 
 #include <algorithm>
+#include <barrier>
 #include <chrono>
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <exception>
 #include <iostream>
+#include <map>
+#include <memory>
 #include <span>
 #include <sstream>
 #include <string>
@@ -29,16 +44,23 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "kvcache/page_layout.h"
+#include "kvcache/slice_copy.h"
 #include "tests/unit/transport/ucx_test_util.h"
 #include "transport/registered_region.h"
+#include "transport/transfer_ticket.h"
 #include "transport/ucx_endpoint.h"
 #include "transport/ucx_worker.h"
+#include "worker/rank_kv.h"
+#include "worker/remote_pools.h"
+#include "worker/slice_push.h"
 #include "xxhash.h"
 
 namespace baton::bench {
 namespace {
 
 using baton::testing::ChildProcess;
+using kvcache::PageLayout;
 using transport::RegisteredRegion;
 using transport::RemoteRegion;
 using transport::UcxEndpoint;
@@ -114,9 +136,303 @@ double PerftestBandwidth(const std::string& transports, int64_t message_bytes, i
   return mb_per_s * 1024 * 1024;
 }
 
+// A receiver process (this binary, --receiver) whose pool holds `kv_heads` KV heads of every
+// page; its first line is its UCX address, its pool's rkey and its base.
+std::unique_ptr<ChildProcess> StartReceiver(const std::string& tls, const std::string& pool_mode,
+                                            const Shape& shape, int64_t kv_heads) {
+  return std::make_unique<ChildProcess>(std::vector<std::string>{
+      "/proc/self/exe", "--receiver", "--receiver-tls", tls, "--pool", pool_mode, "--tokens",
+      std::to_string(shape.tokens), "--layers", std::to_string(shape.layers), "--kv-heads",
+      std::to_string(kv_heads), "--head-dim", std::to_string(shape.head_dim)});
+}
+
+struct ReceiverInfo {
+  std::string address, rkey;  // bytes
+  uint64_t base = 0;
+};
+
+ReceiverInfo ReadReceiverInfo(ChildProcess& peer) {
+  std::istringstream info(peer.ReadLine());
+  std::string address_hex, rkey_hex;
+  ReceiverInfo out;
+  info >> address_hex >> rkey_hex >> out.base;
+  out.address = baton::testing::Unhex(address_hex);
+  out.rkey = baton::testing::Unhex(rkey_hex);
+  return out;
+}
+
+// The one-process-to-one path: every layer's K and V of every page as one put (64 KiB for
+// the 1B shape), from a Pattern; GB/s per round, empty (and *ok false) on a failure.
+std::vector<double> PushOneToOne(const std::string& tls, const std::string& pool_mode,
+                                 const std::string& order, const Shape& shape, int rounds,
+                                 const std::vector<uint8_t>& source, uint64_t want_hash, bool* ok) {
+  std::vector<double> gbps;
+  std::unique_ptr<ChildProcess> peer = StartReceiver(tls, pool_mode, shape, shape.kv_heads);
+  const ReceiverInfo info = ReadReceiverInfo(*peer);
+  auto ucx = UcxWorker::Create({.transports = tls});
+  if (info.address.empty() || !ucx.ok()) {
+    std::fprintf(stderr, "%s: the receiver or UCX did not start\n", tls.c_str());
+    peer->Wait();
+    *ok = false;
+    return gbps;
+  }
+  auto local =
+      RegisteredRegion::Register(**ucx, const_cast<uint8_t*>(source.data()), source.size());
+  auto ep = UcxEndpoint::Connect(**ucx, info.address);
+  absl::StatusOr<std::unique_ptr<RemoteRegion>> remote =
+      ep.ok() ? (*ep)->ImportRegion(info.rkey, info.base, shape.bytes())
+              : absl::StatusOr<std::unique_ptr<RemoteRegion>>(ep.status());
+  if (!local.ok() || !remote.ok()) {
+    std::fprintf(stderr, "%s: %s\n", tls.c_str(),
+                 std::string((!local.ok() ? local.status() : remote.status()).message()).c_str());
+    peer->Wait();
+    *ok = false;
+    return gbps;
+  }
+  for (int r = 0; r < rounds && *ok; ++r) {
+    const auto start = Clock::now();
+    absl::Status s;
+    const int64_t puts = shape.layers * shape.pages();
+    for (int64_t i = 0; i < puts && s.ok(); ++i) {
+      const int64_t layer = order == "layer" ? i / shape.pages() : i % shape.layers;
+      const int64_t page = order == "layer" ? i % shape.pages() : i / shape.layers;
+      const int64_t offset = page * shape.page_bytes() + layer * shape.chunk_bytes();
+      s = (*ep)->Put(source.data() + offset, shape.chunk_bytes(), **remote, offset, local->get());
+    }
+    if (s.ok()) s = (*ep)->Flush(absl::Now() + absl::Seconds(120));
+    const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
+    peer->WriteLine("hash");
+    const std::string got = peer->ReadLine();
+    if (!s.ok() || got != std::to_string(want_hash)) {
+      std::fprintf(stderr, "%s round %d: %s\n", tls.c_str(), r,
+                   s.ok() ? "the receiver's pages differ from what was sent"
+                          : std::string(s.message()).c_str());
+      *ok = false;
+      break;
+    }
+    gbps.push_back(shape.bytes() / seconds / 1e9);
+  }
+  remote->reset();
+  ep->reset();
+  peer->Wait();
+  if (!*ok) gbps.clear();
+  return gbps;
+}
+
+// One pair of --groups: sender ranks S into receiver ranks R, each a TP group.
+struct GroupPair {
+  int senders = 1, receivers = 1;
+  bool one_to_one() const { return senders == 1 && receivers == 1; }
+  std::string name() const { return std::to_string(senders) + ":" + std::to_string(receivers); }
+};
+
+// Rank `rank` of a TP group of `tp` ranks: kv_heads / tp heads from rank * that, every layer.
+PageLayout RankLayout(const Shape& shape, int tp, int rank) {
+  PageLayout l;
+  l.num_layers = shape.layers;
+  l.num_kv_heads = shape.kv_heads / tp;
+  l.head_dim = shape.head_dim;
+  l.block_size = shape.block_size;
+  l.dtype = "f32";
+  l.first_kv_head = rank * l.num_kv_heads;
+  l.tp_rank = rank;
+  l.tp_size = tp;
+  return l;
+}
+
+// `l`'s slice of the prompt's pages 0..pages-1. Element (page, layer, K or V, position,
+// model KV head, d) is an odd multiple of 1 + its index in the whole model's page, as 32-bit
+// words: distinct and never 0 for any shape under 2^32 elements, so that a lost or misplaced
+// run changes the hash. Positions past the prompt are 0, as in a cleared receiver pool.
+std::vector<uint8_t> SlicePages(const Shape& shape, const PageLayout& l) {
+  std::vector<uint8_t> out(static_cast<size_t>(shape.pages() * l.page_bytes()));
+  uint8_t* p = out.data();
+  for (int64_t page = 0; page < shape.pages(); ++page) {
+    for (int64_t ll = 0; ll < l.num_layers; ++ll) {
+      for (int64_t half = 0; half < 2; ++half) {
+        for (int64_t pos = 0; pos < l.block_size; ++pos) {
+          const bool in_prompt = page * l.block_size + pos < shape.tokens;
+          for (int64_t h = 0; h < l.num_kv_heads; ++h) {
+            const int64_t row =
+                (((page * shape.layers + l.first_layer + ll) * 2 + half) * shape.block_size + pos) *
+                    shape.kv_heads +
+                l.first_kv_head + h;
+            for (int64_t d = 0; d < l.head_dim; ++d, p += 4) {
+              const uint32_t v =
+                  in_prompt ? static_cast<uint32_t>(row * l.head_dim + d + 1) * 0x9E3779B1u : 0;
+              std::memcpy(p, &v, sizeof(v));
+            }
+          }
+        }
+      }
+    }
+  }
+  return out;
+}
+
+// One sender rank: its UCX worker, its slice of the prompt registered there, and the
+// receiver ranks' pools as it reaches them. Members in teardown order, last first.
+struct SenderRank {
+  PageLayout layout;
+  std::unique_ptr<UcxWorker> ucx;
+  std::vector<uint8_t> pages;
+  std::unique_ptr<RegisteredRegion> region;
+  std::unique_ptr<worker::RemotePools> pools;
+  std::vector<worker::SliceTarget> targets;
+};
+
+struct PairResult {
+  std::vector<double> gbps;  // per round
+  int64_t puts = 0;          // per round, every rank's
+  uint64_t bytes = 0;        // per round, every rank's
+};
+
+// S sender ranks (threads of this process) push the prompt into R receiver processes as
+// a prefill group does (worker::SlicePush, layer by layer), `rounds` times. False on any
+// failure, the receivers' hashes included.
+bool PushGroups(const std::string& tls, const std::string& pool_mode, const Shape& shape,
+                const GroupPair& pair, int rounds, PairResult* out) {
+  const auto fail = [&](const std::string& what) {
+    std::fprintf(stderr, "%s %s: %s\n", tls.c_str(), pair.name().c_str(), what.c_str());
+    return false;
+  };
+  // The receiver ranks, and the ticket a decode group would answer with.
+  std::vector<std::unique_ptr<ChildProcess>> peers;
+  std::vector<std::string> want;  // each receiver rank's expected pool hash
+  transport::TransferTicket ticket;
+  ticket.request_id = "kv_transfer_bench";
+  ticket.prompt_tokens = shape.tokens;
+  ticket.first_block = 0;
+  for (int64_t p = 0; p < shape.pages(); ++p) ticket.page_ids.push_back(static_cast<int32_t>(p));
+  ticket.lease_deadline_unix_ms = absl::ToUnixMillis(absl::Now() + absl::Minutes(5));
+  for (int r = 0; r < pair.receivers; ++r) {
+    const PageLayout layout = RankLayout(shape, pair.receivers, r);
+    peers.push_back(StartReceiver(tls, pool_mode, shape, layout.num_kv_heads));
+    const ReceiverInfo info = ReadReceiverInfo(*peers.back());
+    if (info.address.empty()) return fail("receiver rank " + std::to_string(r) + " did not start");
+    ticket.ranks.push_back(
+        {.rank = r,
+         .worker_address = info.address,
+         .rkey = info.rkey,
+         .pool_base = info.base,
+         .pool_bytes = static_cast<uint64_t>(shape.pages() * layout.page_bytes()),
+         .layout = layout});
+    const std::vector<uint8_t> image = SlicePages(shape, layout);
+    want.push_back(std::to_string(XXH3_64bits(image.data(), image.size())));
+  }
+  const transport::RankPool& first = ticket.ranks[0];
+  ticket.worker_address = first.worker_address;
+  ticket.rkey = first.rkey;
+  ticket.pool_base = first.pool_base;
+  ticket.pool_bytes = first.pool_bytes;
+  ticket.layout = first.layout;
+
+  // The sender ranks, each on a UcxWorker of its own.
+  std::vector<SenderRank> senders(pair.senders);
+  std::vector<PageLayout> layouts;
+  for (int s = 0; s < pair.senders; ++s) {
+    SenderRank& rank = senders[s];
+    rank.layout = RankLayout(shape, pair.senders, s);
+    layouts.push_back(rank.layout);
+    auto ucx = UcxWorker::Create({.transports = tls});
+    if (!ucx.ok()) return fail(std::string(ucx.status().message()));
+    rank.ucx = *std::move(ucx);
+    rank.pages = SlicePages(shape, rank.layout);
+    auto region = RegisteredRegion::Register(*rank.ucx, rank.pages.data(), rank.pages.size());
+    if (!region.ok()) return fail(std::string(region.status().message()));
+    rank.region = *std::move(region);
+    rank.pools = std::make_unique<worker::RemotePools>(rank.ucx.get(), absl::Seconds(30));
+  }
+  if (absl::Status s = transport::ValidateSlicedTicket(ticket, layouts, {}, absl::Now()); !s.ok()) {
+    return fail("the ticket: " + std::string(s.message()));
+  }
+  const std::vector<bool> writers = kvcache::SliceWriters(layouts);
+  for (SenderRank& rank : senders) {
+    auto targets = worker::SliceTargetsOf(ticket, rank.layout, rank.pools.get());
+    if (!targets.ok()) return fail(std::string(targets.status().message()));
+    rank.targets = *std::move(targets);
+  }
+
+  std::vector<int32_t> block_table(static_cast<size_t>(shape.pages()));
+  for (size_t i = 0; i < block_table.size(); ++i) block_table[i] = static_cast<int32_t>(i);
+  const uint64_t prompt_bytes =
+      static_cast<uint64_t>(shape.tokens * shape.layers * 2 * shape.kv_heads * shape.head_dim * 4);
+  for (int round = 0; round < rounds; ++round) {
+    std::vector<std::unique_ptr<worker::SlicePush>> pushes;
+    for (int s = 0; s < pair.senders; ++s) {
+      SenderRank& rank = senders[s];
+      pushes.push_back(std::make_unique<worker::SlicePush>(
+          rank.region.get(), rank.pages.data(), rank.layout, s, writers[s], rank.targets, ticket));
+    }
+    // The clock starts as the last rank reaches the barrier, just before any puts.
+    Clock::time_point start;
+    std::vector<Clock::time_point> end(pair.senders);
+    std::vector<absl::Status> status(pair.senders);
+    const auto on_start = [&start]() noexcept { start = Clock::now(); };
+    std::barrier sync(pair.senders, on_start);
+    std::vector<std::thread> threads;
+    for (int s = 0; s < pair.senders; ++s) {
+      threads.emplace_back([&, s] {
+        sync.arrive_and_wait();
+        for (int64_t layer = 0; layer < shape.layers; ++layer) {
+          pushes[s]->OnLayerWritten(layer, block_table, 0, shape.tokens);
+        }
+        status[s] = pushes[s]->Flush(absl::Now() + absl::Seconds(120));
+        end[s] = Clock::now();
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    const double seconds =
+        std::chrono::duration<double>(*std::max_element(end.begin(), end.end()) - start).count();
+    for (int s = 0; s < pair.senders; ++s) {
+      if (!status[s].ok()) {
+        return fail("round " + std::to_string(round) + ", sender rank " + std::to_string(s) + ": " +
+                    std::string(status[s].message()));
+      }
+    }
+    int64_t puts = 0;
+    uint64_t bytes = 0;
+    for (const auto& push : pushes) {
+      puts += push->puts();
+      bytes += push->bytes_sent();
+    }
+    for (auto& peer : peers) peer->WriteLine("hash");
+    for (int r = 0; r < pair.receivers; ++r) {
+      if (peers[r]->ReadLine() != want[r]) {
+        return fail("round " + std::to_string(round) + ": receiver rank " + std::to_string(r) +
+                    "'s pages differ from what its slice should hold");
+      }
+    }
+    if (bytes != prompt_bytes) {
+      return fail("round " + std::to_string(round) + ": sent " + std::to_string(bytes) +
+                  " bytes; the prompt's K/V is " + std::to_string(prompt_bytes));
+    }
+    out->puts = puts;
+    out->bytes = bytes;
+    out->gbps.push_back(bytes / seconds / 1e9);
+  }
+  senders.clear();  // the endpoints close while the receivers still run
+  // Every receiver's input first: a later receiver inherited the pipes to earlier ones.
+  for (auto& peer : peers) peer->CloseInput();
+  for (auto& peer : peers) peer->Wait();
+  return true;
+}
+
+// "64 KiB", "1 KiB", or bytes when not whole KiB.
+std::string SizeString(int64_t bytes) {
+  char out[32];
+  if (bytes >= 1024 && bytes % 1024 == 0) {
+    std::snprintf(out, sizeof(out), "%lld KiB", static_cast<long long>(bytes / 1024));
+  } else {
+    std::snprintf(out, sizeof(out), "%lld B", static_cast<long long>(bytes));
+  }
+  return out;
+}
+
 int Main(int argc, char** argv) {
   Shape shape;
   std::vector<std::string> transports = {"tcp", "sm"};
+  std::vector<std::string> groups = {"1:1"};
   int rounds = 5;
   int port = 13337;
   bool receiver = false;
@@ -127,9 +443,17 @@ int Main(int argc, char** argv) {
   app.add_option("--transports", transports, "UCX_TLS values to measure (comma list)")
       ->delimiter(',')
       ->capture_default_str();
+  app.add_option("--groups", groups,
+                 "SENDER_TP:RECEIVER_TP pairs to measure (comma list): sender ranks as threads "
+                 "with a UcxWorker each, receiver ranks as processes, each rank holding "
+                 "kv-heads / TP heads; 1:1 is one process into one")
+      ->delimiter(',')
+      ->capture_default_str();
   app.add_option("--tokens", shape.tokens, "prompt tokens")->capture_default_str();
   app.add_option("--layers", shape.layers, "model layers")->capture_default_str();
-  app.add_option("--kv-heads", shape.kv_heads, "KV heads")->capture_default_str();
+  app.add_option("--kv-heads", shape.kv_heads,
+                 "KV heads (for --receiver: the heads of its rank's slice)")
+      ->capture_default_str();
   app.add_option("--head-dim", shape.head_dim, "head dim")->capture_default_str();
   app.add_option("--rounds", rounds, "transfers per transport; the median is reported")
       ->check(CLI::Range(1, 1000))
@@ -137,7 +461,7 @@ int Main(int argc, char** argv) {
   app.add_option("--port", port, "ucx_perftest's port")->capture_default_str();
   app.add_option("--order", order,
                  "layer: layer 0 of every page first, as a layer-wise push sends; page: each "
-                 "page whole, one contiguous run")
+                 "page whole, one contiguous run (1:1 only; groups push layer by layer)")
       ->check(CLI::IsMember({"layer", "page"}))
       ->capture_default_str();
   app.add_option("--pool", pool_mode,
@@ -150,6 +474,24 @@ int Main(int argc, char** argv) {
   CLI11_PARSE(app, argc, argv);
   if (receiver) return Receiver(receiver_tls, pool_mode, shape.bytes());
 
+  std::vector<GroupPair> pairs;
+  for (const std::string& g : groups) {
+    GroupPair p;
+    char colon = 0;
+    std::istringstream in(g);
+    if (!(in >> p.senders >> colon >> p.receivers) || colon != ':' || !in.eof() || p.senders < 1 ||
+        p.receivers < 1 || shape.kv_heads % p.senders != 0 || shape.kv_heads % p.receivers != 0) {
+      std::fprintf(stderr,
+                   "kv_transfer_bench: --groups %s: want SENDER_TP:RECEIVER_TP, each at least 1 "
+                   "and dividing --kv-heads %lld\n",
+                   g.c_str(), static_cast<long long>(shape.kv_heads));
+      return 2;
+    }
+    pairs.push_back(p);
+  }
+  // Only 1:1: today's table, unchanged.
+  const bool grouped = !(pairs.size() == 1 && pairs[0].one_to_one());
+
   const int64_t total_puts = shape.pages() * shape.layers;
   std::printf(
       "kv_transfer_bench: %lld tokens, %lld layers, %lld KV heads, head_dim %lld, f32: "
@@ -159,89 +501,94 @@ int Main(int argc, char** argv) {
       static_cast<long long>(shape.pages()), static_cast<long long>(shape.page_bytes() / 1024),
       static_cast<long long>(total_puts), static_cast<long long>(shape.chunk_bytes() / 1024),
       shape.bytes() / 1048576.0);
-  const std::vector<uint8_t> source = baton::testing::Pattern(shape.bytes(), 5);
-  const uint64_t want_hash = XXH3_64bits(source.data(), source.size());
-  bool ok = true;
-  std::printf("\n%-10s %11s %12s %15s %8s %15s %8s\n", "transport", "baton GB/s", "min..max",
-              "perftest 1 msg", "ratio", "perftest chunk", "ratio");
-  for (const std::string& tls : transports) {
-    ChildProcess peer({"/proc/self/exe", "--receiver", "--receiver-tls", tls, "--pool", pool_mode,
-                       "--tokens", std::to_string(shape.tokens), "--layers",
-                       std::to_string(shape.layers), "--kv-heads", std::to_string(shape.kv_heads),
-                       "--head-dim", std::to_string(shape.head_dim)});
-    std::istringstream info(peer.ReadLine());
-    std::string address_hex, rkey_hex;
-    uint64_t base = 0;
-    info >> address_hex >> rkey_hex >> base;
-    auto ucx = UcxWorker::Create({.transports = tls});
-    if (address_hex.empty() || !ucx.ok()) {
-      std::fprintf(stderr, "%s: the receiver or UCX did not start\n", tls.c_str());
-      peer.Wait();
-      ok = false;
-      continue;
-    }
-    auto local =
-        RegisteredRegion::Register(**ucx, const_cast<uint8_t*>(source.data()), source.size());
-    auto ep = UcxEndpoint::Connect(**ucx, baton::testing::Unhex(address_hex));
-    absl::StatusOr<std::unique_ptr<RemoteRegion>> remote =
-        ep.ok() ? (*ep)->ImportRegion(baton::testing::Unhex(rkey_hex), base, shape.bytes())
-                : absl::StatusOr<std::unique_ptr<RemoteRegion>>(ep.status());
-    if (!local.ok() || !remote.ok()) {
-      std::fprintf(stderr, "%s: %s\n", tls.c_str(),
-                   std::string((!local.ok() ? local.status() : remote.status()).message()).c_str());
-      peer.Wait();
-      ok = false;
-      continue;
-    }
-    std::vector<double> gbps;
-    for (int r = 0; r < rounds && ok; ++r) {
-      const auto start = Clock::now();
-      absl::Status s;
-      const int64_t puts = shape.layers * shape.pages();
-      for (int64_t i = 0; i < puts && s.ok(); ++i) {
-        const int64_t layer = order == "layer" ? i / shape.pages() : i % shape.layers;
-        const int64_t page = order == "layer" ? i % shape.pages() : i / shape.layers;
-        const int64_t offset = page * shape.page_bytes() + layer * shape.chunk_bytes();
-        s = (*ep)->Put(source.data() + offset, shape.chunk_bytes(), **remote, offset, local->get());
-      }
-      if (s.ok()) s = (*ep)->Flush(absl::Now() + absl::Seconds(120));
-      const double seconds = std::chrono::duration<double>(Clock::now() - start).count();
-      peer.WriteLine("hash");
-      const std::string got = peer.ReadLine();
-      if (!s.ok() || got != std::to_string(want_hash)) {
-        std::fprintf(stderr, "%s round %d: %s\n", tls.c_str(), r,
-                     s.ok() ? "the receiver's pages differ from what was sent"
-                            : std::string(s.message()).c_str());
-        ok = false;
-        break;
-      }
-      gbps.push_back(shape.bytes() / seconds / 1e9);
-    }
-    remote->reset();
-    ep->reset();
-    peer.Wait();
-    if (gbps.empty()) continue;
-    std::sort(gbps.begin(), gbps.end());
-    const double median = gbps[gbps.size() / 2];
-    // Two references on the same transport: the same bytes as one message (a cold,
-    // memory-bound copy like ours), and our put size repeated on one buffer (which stays in
-    // cache on shared memory, so it bounds the per-put overhead, not the copy).
-    const double whole = PerftestBandwidth(tls, shape.bytes(), 5, port) / 1e9;
-    const int64_t iters = std::max<int64_t>(1000, shape.pages() * shape.layers);
-    const double chunk = PerftestBandwidth(tls, shape.chunk_bytes(), iters, port) / 1e9;
-    auto ratio = [median](double ref) {
-      char out[16] = "-";
-      if (ref > 0) std::snprintf(out, sizeof(out), "%.2f", median / ref);
-      return std::string(out);
-    };
-    std::printf("%-10s %11.2f %5.2f..%-5.2f %15.2f %8s %15.2f %8s\n", tls.c_str(), median,
-                gbps.front(), gbps.back(), whole, ratio(whole).c_str(), chunk,
-                ratio(chunk).c_str());
+  std::vector<uint8_t> source;
+  uint64_t want_hash = 0;
+  if (std::any_of(pairs.begin(), pairs.end(), [](const GroupPair& p) { return p.one_to_one(); })) {
+    source = baton::testing::Pattern(shape.bytes(), 5);
+    want_hash = XXH3_64bits(source.data(), source.size());
   }
-  std::printf(
-      "(goal: ratio >= 0.8. perftest: ucx_perftest -t ucp_put_bw between two "
-      "processes, UCX_TLS as listed; '1 msg': -s %lld -n 5; 'chunk': -s %lld)\n",
-      (long long)shape.bytes(), (long long)shape.chunk_bytes());
+  bool ok = true;
+  if (grouped) {
+    std::printf("\n%-10s %5s %11s %12s %8s %9s %15s %8s %13s %8s\n", "transport", "pair",
+                "baton GB/s", "min..max", "puts", "put size", "perftest 1 msg", "ratio",
+                "perftest run", "ratio");
+  } else {
+    std::printf("\n%-10s %11s %12s %15s %8s %15s %8s\n", "transport", "baton GB/s", "min..max",
+                "perftest 1 msg", "ratio", "perftest chunk", "ratio");
+  }
+  struct Row {
+    GroupPair pair;
+    std::vector<double> gbps;  // sorted
+    int64_t puts = 0;
+    int64_t put_bytes = 0;  // typical: bytes / puts
+  };
+  for (const std::string& tls : transports) {
+    std::vector<Row> rows;
+    for (const GroupPair& pair : pairs) {
+      if (!ok) break;
+      Row row;
+      row.pair = pair;
+      if (pair.one_to_one()) {
+        row.gbps = PushOneToOne(tls, pool_mode, order, shape, rounds, source, want_hash, &ok);
+        row.puts = total_puts;
+        row.put_bytes = shape.chunk_bytes();
+      } else {
+        PairResult result;
+        ok = PushGroups(tls, pool_mode, shape, pair, rounds, &result) && ok;
+        if (!ok) break;
+        row.gbps = result.gbps;
+        row.puts = result.puts;
+        row.put_bytes = result.puts > 0 ? static_cast<int64_t>(result.bytes / result.puts) : 0;
+      }
+      if (row.gbps.empty()) continue;
+      std::sort(row.gbps.begin(), row.gbps.end());
+      rows.push_back(std::move(row));
+    }
+    if (rows.empty()) continue;
+    // References on the same transport: the same bytes as one message (a cold,
+    // memory-bound copy like ours), and each pair's put size repeated on one buffer (which
+    // stays in cache on shared memory, so it bounds the per-put overhead, not the copy).
+    const double whole = PerftestBandwidth(tls, shape.bytes(), 5, port) / 1e9;
+    std::map<int64_t, double> run_ref;  // by put size
+    for (const Row& row : rows) {
+      if (run_ref.count(row.put_bytes) > 0 || row.put_bytes <= 0) continue;
+      const int64_t iters = std::max<int64_t>(1000, row.puts);
+      run_ref[row.put_bytes] = PerftestBandwidth(tls, row.put_bytes, iters, port) / 1e9;
+    }
+    for (const Row& row : rows) {
+      const double median = row.gbps[row.gbps.size() / 2];
+      const double run = run_ref.count(row.put_bytes) > 0 ? run_ref[row.put_bytes] : 0;
+      auto ratio = [median](double ref) {
+        char out[16] = "-";
+        if (ref > 0) std::snprintf(out, sizeof(out), "%.2f", median / ref);
+        return std::string(out);
+      };
+      if (grouped) {
+        std::printf("%-10s %5s %11.2f %5.2f..%-5.2f %8lld %9s %15.2f %8s %13.2f %8s\n", tls.c_str(),
+                    row.pair.name().c_str(), median, row.gbps.front(), row.gbps.back(),
+                    static_cast<long long>(row.puts), SizeString(row.put_bytes).c_str(), whole,
+                    ratio(whole).c_str(), run, ratio(run).c_str());
+      } else {
+        std::printf("%-10s %11.2f %5.2f..%-5.2f %15.2f %8s %15.2f %8s\n", tls.c_str(), median,
+                    row.gbps.front(), row.gbps.back(), whole, ratio(whole).c_str(), run,
+                    ratio(run).c_str());
+      }
+    }
+  }
+  if (grouped) {
+    std::printf(
+        "(goal: ratio >= 0.8. perftest: ucx_perftest -t ucp_put_bw between two processes, "
+        "UCX_TLS as listed; '1 msg': -s %lld -n 5; 'run': -s <put size> -n max(1000, puts). "
+        "pair S:R: S sender ranks, threads with a UcxWorker each, push their KV-head slices "
+        "with SlicePush into R receiver processes, timed from the first put to the last "
+        "flush; puts are per transfer, all ranks)\n",
+        (long long)shape.bytes());
+  } else {
+    std::printf(
+        "(goal: ratio >= 0.8. perftest: ucx_perftest -t ucp_put_bw between two "
+        "processes, UCX_TLS as listed; '1 msg': -s %lld -n 5; 'chunk': -s %lld)\n",
+        (long long)shape.bytes(), (long long)shape.chunk_bytes());
+  }
   return ok ? 0 : 1;
 }
 
