@@ -1,7 +1,13 @@
 #include "transport/ucx_endpoint.h"
 
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <string_view>
+
 #include "common/status.h"
 #include "common/strings.h"
+#include "transport/stream_copy.h"
 #include "transport/ucx_check.h"
 
 namespace baton::transport {
@@ -80,6 +86,15 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> UcxEndpoint::ImportRegion(
   std::string key(packed_rkey);
   BATON_UCX_RETURN_IF_ERROR(ucp_ep_rkey_unpack(ep_, key.data(), &r->rkey_),
                             "unpacking the peer's remote key");
+  // Over shared memory the unpacked key has mapped the peer's segment here: a put is then
+  // a copy, without UCX's per-operation cost (the runs of a transfer between different
+  // slices are small). BATON_UCX_DIRECT_COPY=0 keeps every put a UCX put.
+  const char* direct = std::getenv("BATON_UCX_DIRECT_COPY");
+  void* mapped = nullptr;
+  if ((direct == nullptr || std::string_view(direct) != "0") &&
+      ucp_rkey_ptr(r->rkey_, base, &mapped) == UCS_OK) {
+    r->mapped_ = static_cast<std::byte*>(mapped);
+  }
   return r;
 }
 
@@ -92,6 +107,10 @@ absl::Status UcxEndpoint::Put(const void* local, size_t bytes, const RemoteRegio
                                         " bytes"));
   }
   if (bytes == 0) return absl::OkStatus();
+  if (remote.mapped_ != nullptr) {
+    StreamCopy(remote.mapped_ + offset, local, bytes);
+    return absl::OkStatus();
+  }
   ucp_request_param_t param = {};
   if (local_region != nullptr) {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
@@ -112,6 +131,9 @@ absl::Status UcxEndpoint::Put(const void* local, size_t bytes, const RemoteRegio
 
 absl::Status UcxEndpoint::Flush(absl::Time deadline) {
   BATON_RETURN_IF_ERROR(health());
+  // Direct copies are done; the completion message that follows a flush must not pass
+  // them (their non-temporal stores are not ordered until this fence).
+  StreamFence();
   UcxCompletion* done = UcxCompletion::New();
   ucp_request_param_t param = {};
   param.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA;

@@ -31,11 +31,15 @@ class RemoteRegion {
   RemoteRegion& operator=(const RemoteRegion&) = delete;
   uint64_t base() const { return base_; }
   uint64_t bytes() const { return bytes_; }
+  // Whether the peer's memory is mapped into this process (shared memory: UCX's
+  // ucp_rkey_ptr), so that a put is a plain copy (docs/transport.md, "Direct copies").
+  bool mapped() const { return mapped_ != nullptr; }
 
  private:
   friend class UcxEndpoint;
   RemoteRegion() = default;
   ucp_rkey_h rkey_ = nullptr;
+  std::byte* mapped_ = nullptr;  // the peer's `base` in this process, or null
   uint64_t base_ = 0;
   uint64_t bytes_ = 0;
 };
@@ -53,8 +57,9 @@ class UcxEndpoint {
   absl::StatusOr<std::unique_ptr<RemoteRegion>> ImportRegion(std::string_view packed_rkey,
                                                              uint64_t base, uint64_t bytes);
   // Posts a write of [local, local + bytes) to `offset` in `remote`; it may still be in
-  // flight when this returns. `local_region`, when given, is the registration that holds
-  // `local` (saves UCX a registration lookup). OutOfRange when it does not fit.
+  // flight when this returns (into a mapped() region it is a copy, done on return). `local_region`,
+  // when given, is the registration that holds `local` (saves UCX a registration lookup).
+  // OutOfRange when it does not fit.
   absl::Status Put(const void* local, size_t bytes, const RemoteRegion& remote, uint64_t offset,
                    const RegisteredRegion* local_region = nullptr);
   // Waits until every put posted before it has landed in the peer's memory.
