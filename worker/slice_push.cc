@@ -9,6 +9,14 @@
 #include "transport/kv_checksum.h"
 
 namespace baton::worker {
+namespace {
+
+// Bytes of one layer's K and V in a page of `l`.
+int64_t LayerBytes(const kvcache::PageLayout& l) {
+  return 2 * l.layer_stride() * kvcache::DtypeBytes(l.dtype);
+}
+
+}  // namespace
 
 SlicePush::SlicePush(const transport::RegisteredRegion* local_region, const void* local_pool,
                      const kvcache::PageLayout& local, int32_t local_rank, bool writer,
@@ -21,7 +29,25 @@ SlicePush::SlicePush(const transport::RegisteredRegion* local_region, const void
       targets_(std::move(targets)),
       remote_pages_(ticket.page_ids),
       first_block_(ticket.first_block),
-      prompt_len_(ticket.prompt_tokens) {}
+      prompt_len_(ticket.prompt_tokens) {
+  for (const SliceTarget& t : targets_) {
+    LayerRuns lr;
+    lr.first = std::max(local_.first_layer, t.layout.first_layer);
+    lr.end = std::min(local_.first_layer + local_.num_layers,
+                      t.layout.first_layer + t.layout.num_layers);
+    if (lr.first < lr.end) {
+      lr.runs =
+          kvcache::SliceCopyRuns(local_, t.layout, lr.first, lr.first + 1, 0, local_.block_size);
+      const int64_t src0 = (lr.first - local_.first_layer) * LayerBytes(local_);
+      const int64_t dst0 = (lr.first - t.layout.first_layer) * LayerBytes(t.layout);
+      for (kvcache::CopyRun& r : lr.runs) {
+        r.src_offset -= src0;
+        r.dst_offset -= dst0;
+      }
+    }
+    layer_runs_.push_back(std::move(lr));
+  }
+}
 
 void SlicePush::PutBlock(std::span<const int32_t> block_table, int64_t block, int64_t l0,
                          int64_t l1, int64_t p0, int64_t p1) {
@@ -32,12 +58,21 @@ void SlicePush::PutBlock(std::span<const int32_t> block_table, int64_t block, in
     return;
   }
   const std::byte* src_page = local_pool_ + block_table[block] * local_.page_bytes();
-  for (const SliceTarget& t : targets_) {
+  for (size_t k = 0; k < targets_.size(); ++k) {
+    const SliceTarget& t = targets_[k];
     const uint64_t dst_page =
         static_cast<uint64_t>(remote_pages_[i]) * static_cast<uint64_t>(t.layout.page_bytes());
-    for (const kvcache::CopyRun& r : kvcache::SliceCopyRuns(local_, t.layout, l0, l1, p0, p1)) {
-      error_ = t.pool->ep->Put(src_page + r.src_offset, static_cast<size_t>(r.bytes),
-                               *t.pool->region, dst_page + r.dst_offset, local_region_);
+    const LayerRuns& lr = layer_runs_[k];
+    // One whole layer (what each layer of a full block sends): the cached runs, shifted.
+    const bool whole_layer =
+        l1 == l0 + 1 && p0 == 0 && p1 == local_.block_size && l0 >= lr.first && l0 < lr.end;
+    std::vector<kvcache::CopyRun> computed;
+    if (!whole_layer) computed = kvcache::SliceCopyRuns(local_, t.layout, l0, l1, p0, p1);
+    const int64_t src_shift = whole_layer ? (l0 - local_.first_layer) * LayerBytes(local_) : 0;
+    const int64_t dst_shift = whole_layer ? (l0 - t.layout.first_layer) * LayerBytes(t.layout) : 0;
+    for (const kvcache::CopyRun& r : whole_layer ? lr.runs : computed) {
+      error_ = t.pool->ep->Put(src_page + src_shift + r.src_offset, static_cast<size_t>(r.bytes),
+                               *t.pool->region, dst_page + dst_shift + r.dst_offset, local_region_);
       if (!error_.ok()) return;
       bytes_sent_ += static_cast<uint64_t>(r.bytes);
       ++puts_;

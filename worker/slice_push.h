@@ -15,6 +15,7 @@
 #include "absl/status/status.h"
 #include "absl/time/time.h"
 #include "kvcache/page_layout.h"
+#include "kvcache/slice_copy.h"
 #include "transport/registered_region.h"
 #include "transport/transfer_ticket.h"
 #include "worker/remote_pools.h"
@@ -25,6 +26,13 @@ struct SliceTarget {
   int32_t rank = 0;  // the receiver's rank
   kvcache::PageLayout layout;
   std::shared_ptr<RemotePool> pool;
+};
+
+// The runs of one whole layer of a page, both pages' layer starts at 0: the same for every
+// layer the two slices share (a layer-wise push's common case), so computed once.
+struct LayerRuns {
+  int64_t first = 0, end = 0;  // the model layers both hold
+  std::vector<kvcache::CopyRun> runs;
 };
 
 class SlicePush {
@@ -63,6 +71,7 @@ class SlicePush {
   int32_t local_rank_;
   bool writer_;
   std::vector<SliceTarget> targets_;
+  std::vector<LayerRuns> layer_runs_;  // per target
   std::vector<int32_t> remote_pages_;
   int64_t first_block_;
   int64_t prompt_len_;
