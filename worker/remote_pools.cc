@@ -7,8 +7,8 @@
 namespace baton::worker {
 
 absl::StatusOr<std::shared_ptr<RemotePool>> RemotePools::Get(const std::string& address,
-                                                              const std::string& rkey,
-                                                              uint64_t base, uint64_t bytes) {
+                                                             const std::string& rkey, uint64_t base,
+                                                             uint64_t bytes) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = pools_.find(address);
   if (it != pools_.end()) {

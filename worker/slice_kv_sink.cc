@@ -18,8 +18,8 @@ double Seconds(std::chrono::steady_clock::duration d) {
 
 }  // namespace
 
-void SliceKvSink::OnLayerWritten(int64_t layer, std::span<const int32_t> block_table,
-                                 int64_t start, int64_t count) {
+void SliceKvSink::OnLayerWritten(int64_t layer, std::span<const int32_t> block_table, int64_t start,
+                                 int64_t count) {
   if (!started_) {
     started_ = true;
     first_put_ = Clock::now();
