@@ -241,6 +241,16 @@ absl::Status ValidateTicket(const TransferTicket& ticket, const PageLayout& loca
   return absl::OkStatus();
 }
 
+std::optional<int64_t> TicketPageBytes(const TransferTicket& ticket) {
+  if (ticket.ranks.empty()) return ticket.layout.checked_page_bytes();
+  int64_t sum = 0;  // every rank's slice of each page
+  for (const RankPool& r : ticket.ranks) {
+    const std::optional<int64_t> b = r.layout.checked_page_bytes();
+    if (!b || __builtin_add_overflow(sum, *b, &sum)) return std::nullopt;
+  }
+  return sum;
+}
+
 absl::Status ValidateComplete(const TransferComplete& complete, const TransferTicket& ticket,
                               int32_t vocab_size) {
   if (complete.request_id != ticket.request_id) {
@@ -255,18 +265,7 @@ absl::Status ValidateComplete(const TransferComplete& complete, const TransferTi
                                       "; the ticket has ", ticket.page_ids.size(), " pages"));
   }
   uint64_t want_bytes = 0;
-  std::optional<int64_t> page_bytes = ticket.layout.checked_page_bytes();
-  if (!ticket.ranks.empty()) {  // every rank's slice of each page
-    int64_t sum = 0;
-    for (const RankPool& r : ticket.ranks) {
-      const std::optional<int64_t> b = r.layout.checked_page_bytes();
-      if (!b || __builtin_add_overflow(sum, *b, &sum)) {
-        page_bytes.reset();
-        break;
-      }
-      page_bytes = sum;
-    }
-  }
+  const std::optional<int64_t> page_bytes = TicketPageBytes(ticket);
   if (!page_bytes || __builtin_mul_overflow(static_cast<uint64_t>(complete.blocks_written),
                                             static_cast<uint64_t>(*page_bytes), &want_bytes)) {
     return absl::InvalidArgumentError(StrCat("the ticket's page size times blocks_written ",

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -130,6 +131,10 @@ std::vector<std::pair<int32_t, int32_t>> ExpectedSlices(const std::vector<PageLa
 // .sender_layout): well formed (InvalidArgument naming sender_layout's field), and equal to
 // `local` (FailedPrecondition naming the first field that differs, with both values).
 absl::Status CheckSenderLayout(const PageLayout& sender, const PageLayout& local);
+
+// The bytes of one page a transfer writes: the layout's, or for a sliced ticket the sum of
+// every rank's slice. nullopt when a layout is malformed or the sum overflows.
+std::optional<int64_t> TicketPageBytes(const TransferTicket& ticket);
 
 // The receiver's checks of a completion against the ticket it issued: same request, the
 // number of blocks and bytes it expects, a token id inside the vocabulary. A block or

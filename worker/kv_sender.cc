@@ -280,12 +280,9 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   done.request_id = request.id;
   done.first_token = ids[0];
   done.blocks_written = static_cast<int32_t>(ticket->page_ids.size());
-  uint64_t page_bytes = static_cast<uint64_t>(layout_.page_bytes());
-  if (!ticket->ranks.empty()) {  // every receiver rank's slice of each page
-    page_bytes = 0;
-    for (const transport::RankPool& r : ticket->ranks) page_bytes += r.layout.page_bytes();
-  }
-  done.bytes_written = static_cast<uint64_t>(ticket->page_ids.size()) * page_bytes;
+  // The ticket was validated: its page size is well formed.
+  done.bytes_written = static_cast<uint64_t>(ticket->page_ids.size()) *
+                       static_cast<uint64_t>(transport::TicketPageBytes(*ticket).value_or(0));
   done.checksum = pushed.checksum.hash;
   done.slices = pushed.slices;
   pb::TransferComplete complete = ToProto(done);
