@@ -251,6 +251,12 @@ TEST_P(DisaggProcessTest, KilledDecodeWorkerFailsThePrefillCleanly) {
   ASSERT_EQ(
       decode.WaitFor([](const auto& s) { return s.kv_reservations() == 1; }, 20).kv_reservations(),
       1);
+  // The decode worker counts the reservation before its reply reaches the prefill worker; kill
+  // it only once the prefill worker's engine holds the request, so the failure is the one under
+  // test (mid-transfer) and not a lost Reserve reply, which never reaches the engine.
+  const pb::GetStatsResponse held =
+      prefill.WaitFor([](const auto& s) { return s.running() + s.waiting() == 1; }, 20);
+  ASSERT_EQ(held.running() + held.waiting(), 1);
   const auto killed = std::chrono::steady_clock::now();
   decode.process->Signal(SIGKILL);
   call.thread.join();
