@@ -249,10 +249,10 @@ std::vector<uint8_t> SlicePages(const Shape& shape, const PageLayout& l) {
   uint8_t* p = out.data();
   for (int64_t page = 0; page < shape.pages(); ++page) {
     for (int64_t ll = 0; ll < l.num_layers; ++ll) {
-      for (int64_t half = 0; half < 2; ++half) {
-        for (int64_t pos = 0; pos < l.block_size; ++pos) {
-          const bool in_prompt = page * l.block_size + pos < shape.tokens;
-          for (int64_t h = 0; h < l.num_kv_heads; ++h) {
+      for (int64_t h = 0; h < l.num_kv_heads; ++h) {  // head-major: kvcache/page_layout.h
+        for (int64_t half = 0; half < 2; ++half) {
+          for (int64_t pos = 0; pos < l.block_size; ++pos) {
+            const bool in_prompt = page * l.block_size + pos < shape.tokens;
             const int64_t row =
                 (((page * shape.layers + l.first_layer + ll) * 2 + half) * shape.block_size + pos) *
                     shape.kv_heads +

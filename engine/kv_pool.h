@@ -2,8 +2,8 @@
 // holds every layer's K and V for its positions, so one page is one unit to share, to
 // evict or to ship to another worker.
 //
-// Page layout (kvcache/page_layout.h), f32 on CPU: [layer][K, V][position in page][kv
-// head][head_dim].
+// Page layout (kvcache/page_layout.h), f32 on CPU: [layer][kv head][K, V][position in
+// page][head_dim].
 #pragma once
 
 #include <cstdint>
@@ -34,11 +34,6 @@ class KvPool {
   void Free(int32_t block);  // precondition: allocated
 
   float* block_data(int32_t block) { return data_.get() + block * layout_.elements_per_block(); }
-  // K of `layer` in page 0; successive pages are elements_per_block() apart. V follows K
-  // after block_size * num_kv_heads * head_dim floats.
-  float* layer_k(int64_t layer) { return data_.get() + layer * 2 * layer_stride(); }
-  float* layer_v(int64_t layer) { return layer_k(layer) + layer_stride(); }
-  int64_t layer_stride() const { return layout_.layer_stride(); }
 
  private:
   KvPool(const PageLayout& layout, int64_t num_blocks);

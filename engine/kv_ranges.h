@@ -1,8 +1,8 @@
 // The byte ranges of a page that hold one layer's K/V for some positions: what a KV sink
 // copies after each layer (engine/kv_sink.h), and what a receiver checks. A page is
-// [layer][K, V][position in page][kv head][head_dim] (engine/kv_pool.h), so a layer's K
-// for consecutive positions of one page is one range, and its V another; when the
-// positions cover the whole page, K and V of the layer are one range.
+// [layer][kv head][K, V][position in page][head_dim] (kvcache/page_layout.h), so when the
+// positions cover the whole page, K and V of the layer are one range; otherwise each
+// head's K for consecutive positions is one range, and its V another.
 #pragma once
 
 #include <algorithm>
@@ -25,18 +25,21 @@ template <typename Fn>
 void ForEachLayerRange(const PageLayout& layout, int64_t layer, int64_t start, int64_t count,
                        int64_t first_block, Fn&& fn) {
   const int64_t bs = layout.block_size;
-  const int64_t row = layout.num_kv_heads * layout.head_dim * int64_t{sizeof(float)};
-  const int64_t half = bs * row;  // K (or V) of one layer in one page
-  const int64_t layer_offset = layer * 2 * half;
+  const int64_t elem = kvcache::DtypeBytes(layout.dtype);
+  const int64_t row = layout.head_dim * elem;
   const int64_t end = start + count;
   for (int64_t block = std::max(start / bs, first_block); block * bs < end; ++block) {
     const int64_t p0 = std::max(start, block * bs) - block * bs;
     const int64_t p1 = std::min(end, (block + 1) * bs) - block * bs;
     if (p0 == 0 && p1 == bs) {
-      fn(KvRange{block, layer_offset, 2 * half});
-    } else {
-      fn(KvRange{block, layer_offset + p0 * row, (p1 - p0) * row});
-      fn(KvRange{block, layer_offset + half + p0 * row, (p1 - p0) * row});
+      fn(KvRange{block, layout.element_offset(layer, 0, 0, 0) * elem,
+                 layout.layer_elements() * elem});
+      continue;
+    }
+    for (int64_t h = 0; h < layout.num_kv_heads; ++h) {
+      for (int64_t half = 0; half < 2; ++half) {
+        fn(KvRange{block, layout.element_offset(layer, h, half, p0) * elem, (p1 - p0) * row});
+      }
     }
   }
 }

@@ -38,9 +38,10 @@ PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& co
 }
 
 model::KvPages KvPagesOf(KvPool* pool) {
-  return model::KvPages{pool->block_data(0), pool->num_blocks(),
-                        pool->layout().elements_per_block(), pool->layer_stride(),
-                        pool->layout().block_size};
+  const PageLayout& l = pool->layout();
+  return model::KvPages{pool->block_data(0), pool->num_blocks(), l.elements_per_block(),
+                        l.layer_elements(),  l.head_stride(),    l.rows_elements(),
+                        l.block_size};
 }
 
 ModelRunner::ModelRunner(const model::Model& model, KvPool* pool, ThreadPool* threads)

@@ -4,7 +4,12 @@
 // pipeline stage's layers and its tensor-parallel slice's KV heads, under the same page
 // ids as every other rank (docs/parallel.md); the layout says which slice it is.
 //
-// Inside a page: [layer of the stage][K, V][position in page][kv head of the slice][head_dim].
+// Inside a page: [layer of the stage][kv head of the slice][K, V][position in page][head_dim],
+// head-major. A head's K rows of one page are contiguous, and its V rows follow, so a
+// range of heads of a layer, K and V, is one run in every page that holds them: a transfer
+// between groups of different TP writes whole head ranges instead of one run per position
+// (docs/parallel.md, "KV transfers with groups"), a layer-wise push still sends one run per
+// layer of a page, and attention reads each page's keys of a head as one stream.
 #pragma once
 
 #include <cstdint>
@@ -36,9 +41,18 @@ struct PageLayout {
   int32_t pp_rank = 0;
   int32_t pp_size = 1;
 
-  // Elements of one layer's K (or V) in one page.
-  int64_t layer_stride() const { return block_size * num_kv_heads * head_dim; }
-  int64_t elements_per_block() const { return num_layers * 2 * layer_stride(); }
+  // Elements of one head's K (or V) rows in one page: from its K to its V.
+  int64_t rows_elements() const { return block_size * head_dim; }
+  // Elements of one KV head's K and V in one page: from one head to the next.
+  int64_t head_stride() const { return 2 * rows_elements(); }
+  // Elements of one layer's K and V in one page.
+  int64_t layer_elements() const { return num_kv_heads * head_stride(); }
+  // Elements from the page's start to (stage layer, slice head, K = 0 or V = 1, position).
+  int64_t element_offset(int64_t stage_layer, int64_t slice_head, int64_t half, int64_t pos) const {
+    return stage_layer * layer_elements() + slice_head * head_stride() + half * rows_elements() +
+           pos * head_dim;
+  }
+  int64_t elements_per_block() const { return num_layers * layer_elements(); }
   int64_t page_bytes() const { return elements_per_block() * DtypeBytes(dtype); }
   // page_bytes(), or nullopt when a dimension is below 1, the dtype is unknown or the
   // product overflows: the form to use on a layout that came from a peer.

@@ -31,19 +31,16 @@ std::vector<CopyRun> SliceCopyRuns(const PageLayout& src, const PageLayout& dst,
       std::min(src.first_kv_head + src.num_kv_heads, dst.first_kv_head + dst.num_kv_heads);
   if (l0 >= l1 || h0 >= h1 || pos_begin >= pos_end) return runs;
   const int64_t elem = DtypeBytes(src.dtype);
-  const int64_t head_bytes = src.head_dim * elem;
-  const int64_t run_bytes = (h1 - h0) * head_bytes;
-  // Byte offset of (local layer, K or V, position, local head) in a page of `l`.
-  const auto offset = [&](const PageLayout& l, int64_t layer, int64_t half, int64_t pos) {
-    const int64_t row = l.num_kv_heads * head_bytes;
-    const int64_t local_layer = layer - l.first_layer;
-    return ((local_layer * 2 + half) * l.block_size + pos) * row +
-           (h0 - l.first_kv_head) * head_bytes;
+  const int64_t run_bytes = (pos_end - pos_begin) * src.head_dim * elem;
+  // Byte offset of (model layer, model head, K or V, pos_begin) in a page of `l`.
+  const auto offset = [&](const PageLayout& l, int64_t layer, int64_t head, int64_t half) {
+    return l.element_offset(layer - l.first_layer, head - l.first_kv_head, half, pos_begin) * elem;
   };
+  // In page order, so that runs that continue each other merge.
   for (int64_t layer = l0; layer < l1; ++layer) {
-    for (int64_t half = 0; half < 2; ++half) {
-      for (int64_t pos = pos_begin; pos < pos_end; ++pos) {
-        const CopyRun r{offset(src, layer, half, pos), offset(dst, layer, half, pos), run_bytes};
+    for (int64_t head = h0; head < h1; ++head) {
+      for (int64_t half = 0; half < 2; ++half) {
+        const CopyRun r{offset(src, layer, head, half), offset(dst, layer, head, half), run_bytes};
         if (!runs.empty()) {
           CopyRun& last = runs.back();
           if (last.src_offset + last.bytes == r.src_offset &&

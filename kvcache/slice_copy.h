@@ -1,9 +1,10 @@
 // Where one rank's K/V goes in another rank's page when the two hold different slices of
 // the model (kvcache/page_layout.h): a prefill group with tp=2 writing to a decode worker
 // with tp=1, or the reverse, or pipeline stages of different cuts. For each layer both
-// pages hold, K then V, each position's run of the heads both hold is contiguous in both
-// pages; runs that continue each other in both pages are merged, so equal slices give
-// one run per page (or per layer and half, for some positions only).
+// pages hold, each head's K, then its V, of the positions asked for is contiguous in both
+// pages; runs that continue each other in both pages are merged, so the whole page of a
+// head range is one run per layer (one run per page for equal slices), and only partial
+// pages cost two runs per head.
 //
 // This is what lets a transfer write each head range straight to its place, with no
 // gather and no conversion step on either side.

@@ -13,7 +13,7 @@ namespace {
 
 // Bytes of one layer's K and V in a page of `l`.
 int64_t LayerBytes(const kvcache::PageLayout& l) {
-  return 2 * l.layer_stride() * kvcache::DtypeBytes(l.dtype);
+  return l.layer_elements() * kvcache::DtypeBytes(l.dtype);
 }
 
 }  // namespace

@@ -30,6 +30,14 @@ absl::Status CheckCount(std::string_view field, int count, int64_t max) {
 }
 
 absl::Status CheckLayout(std::string_view message, const pb::PageLayout& in) {
+  if (in.page_order() != pb::PAGE_ORDER_HEAD_MAJOR) {
+    const std::string name = pb::PageOrder_Name(in.page_order());  // empty when unknown
+    return absl::FailedPreconditionError(
+        StrCat(message, ".page_order is ", static_cast<int>(in.page_order()), " (",
+               name.empty() ? "unknown" : name, ")",
+               "; this worker's pages are PAGE_ORDER_HEAD_MAJOR (kvcache/page_layout.h): run "
+               "the same Baton version on both pools"));
+  }
   return CheckSize(StrCat(message, ".dtype"), in.dtype().size(), kMaxDtypeBytes);
 }
 
@@ -82,6 +90,7 @@ void ToProto(const kvcache::PageLayout& layout, pb::PageLayout* out) {
   out->set_pp_rank(layout.pp_rank);
   out->set_pp_size(layout.pp_size);
   out->set_page_bytes(layout.checked_page_bytes().value_or(0));
+  out->set_page_order(pb::PAGE_ORDER_HEAD_MAJOR);
 }
 
 void ToProto(const transport::TransferTicket& ticket, pb::TransferTicket* out) {

@@ -22,13 +22,12 @@ void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t*
     internal::AttendQueriesAvx512(q, 1, pos, kv_head, block_table, kv, scale, scores, out);
     return;
   }
-  const int64_t token_stride = kv.num_kv_heads * kv.head_dim;
-  const int64_t head_offset = kv_head * kv.head_dim;
+  const int64_t head_offset = kv_head * kv.head_stride;
   float max_score = -INFINITY;
   for (int64_t t = 0; t <= pos; ++t) {
     const int64_t block = block_table[t / kv.block_size];
     const float* key =
-        kv.k + block * kv.block_stride + (t % kv.block_size) * token_stride + head_offset;
+        kv.k + block * kv.block_stride + (t % kv.block_size) * kv.head_dim + head_offset;
     scores[t] = Dot(q, key, kv.head_dim) * scale;
     max_score = std::max(max_score, scores[t]);
   }
@@ -41,7 +40,7 @@ void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t*
   for (int64_t t = 0; t <= pos; ++t) {
     const int64_t block = block_table[t / kv.block_size];
     const float* value =
-        kv.v + block * kv.block_stride + (t % kv.block_size) * token_stride + head_offset;
+        kv.v + block * kv.block_stride + (t % kv.block_size) * kv.head_dim + head_offset;
     const float w = scores[t];
     for (int64_t d = 0; d < kv.head_dim; ++d) out[d] += w * value[d];
   }

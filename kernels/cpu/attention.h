@@ -2,7 +2,8 @@
 //
 // A page (block) holds `block_size` consecutive positions; a block table lists the pages
 // of one sequence in position order. Within a page, position t of KV head h sits at
-// (t * num_kv_heads + h) * head_dim floats from the page's K (or V) start. The result for
+// h * head_stride + t * head_dim floats from the page's K (or V) start: a head's rows are
+// contiguous (kvcache/page_layout.h). The result for
 // a query depends only on it and its sequence's keys/values, and every sum runs in key
 // order, so a token computed in a prefill chunk equals the same token decoded alone.
 #pragma once
@@ -16,7 +17,7 @@ struct PagedKvView {
   const float* v = nullptr;  // this layer's V in block 0
   int64_t block_stride = 0;  // floats from one block's K (or V) to the next block's
   int64_t block_size = 0;    // positions per block
-  int64_t num_kv_heads = 0;
+  int64_t head_stride = 0;   // floats from one KV head's rows to the next's in a block
   int64_t head_dim = 0;
 };
 

@@ -56,15 +56,15 @@ namespace {
 class RowWalker {
  public:
   RowWalker(const float* base, const int32_t* block_table, const PagedKvView& kv, int64_t kv_head)
-      : base_(base + kv_head * kv.head_dim),
+      : base_(base + kv_head * kv.head_stride),
         table_(block_table),
         block_stride_(kv.block_stride),
         block_size_(kv.block_size),
-        token_stride_(kv.num_kv_heads * kv.head_dim) {}
+        row_stride_(kv.head_dim) {}
   // The current row; call once per position, then Next().
   const float* Row() {
     if (offset_ == 0) block_base_ = base_ + table_[block_] * block_stride_;
-    return block_base_ + offset_ * token_stride_;
+    return block_base_ + offset_ * row_stride_;
   }
   void Next() {
     if (++offset_ == block_size_) {
@@ -76,13 +76,14 @@ class RowWalker {
  private:
   const float* base_;
   const int32_t* table_;
-  int64_t block_stride_, block_size_, token_stride_;
+  int64_t block_stride_, block_size_, row_stride_;
   int64_t block_ = 0, offset_ = 0;
   const float* block_base_ = nullptr;
 };
 
-// Rows of one page are 16 positions apart from the next page's (every layer's K and V sit in
-// between), so the hardware prefetchers lose the stream at each page: without help a
+// A head's rows are contiguous within a page, but the next page's are elsewhere (every
+// layer's K and V sit in between), so the hardware prefetchers lose the stream at each
+// page: without help a
 // thread reads K and V at memory latency, about a third of its streaming bandwidth. Each
 // pass therefore asks for the rows kPrefetchKeys positions ahead of the one it is on.
 constexpr int64_t kPrefetchKeys = 16;

@@ -101,12 +101,16 @@ void LlamaForward::Attention(int64_t layer, const KvPages& kv) {
                    sin_.data() + t * half, interleaved);
     const int64_t pos = positions_[t];
     const int32_t block = token_seq_[t]->block_table[pos / block_size];
-    const int64_t offset = block * kv.page_floats + (pos % block_size) * kv_width;
-    std::copy_n(k_.data() + t * kv_width, kv_width, layer_k + offset);
-    std::copy_n(v_.data() + t * kv_width, kv_width, layer_v + offset);
+    const int64_t offset = block * kv.page_floats + (pos % block_size) * head_dim;
+    for (int64_t h = 0; h < kv_heads; ++h) {
+      const int64_t from = t * kv_width + h * head_dim;
+      std::copy_n(k_.data() + from, head_dim, layer_k + offset + h * kv.head_stride);
+      std::copy_n(v_.data() + from, head_dim, layer_v + offset + h * kv.head_stride);
+    }
   }
 
-  const cpu::PagedKvView view{layer_k, layer_v, kv.page_floats, block_size, kv_heads, head_dim};
+  const cpu::PagedKvView view{layer_k,    layer_v,        kv.page_floats,
+                              block_size, kv.head_stride, head_dim};
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   int64_t max_pos = 0;
   for (int64_t p : positions_) max_pos = std::max(max_pos, p);

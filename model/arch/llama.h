@@ -27,17 +27,21 @@
 
 namespace baton::model {
 
-// This rank's KV pages: page p, stage layer l (0-based within the stage) holds K then V,
-// each [block_size positions][num_kv_heads of the shard][head_dim] f32.
+// This rank's KV pages: page p, stage layer l (0-based within the stage), KV head h of
+// the shard holds K then V, each [block_size positions][head_dim] f32
+// (kvcache/page_layout.h).
 struct KvPages {
   float* data = nullptr;
   int64_t num_pages = 0;
   int64_t page_floats = 0;   // floats from one page to the next
-  int64_t layer_stride = 0;  // block_size * num_kv_heads * head_dim: K to V, V to next K
+  int64_t layer_floats = 0;  // from one layer to the next in a page
+  int64_t head_stride = 0;   // from one KV head to the next in a layer
+  int64_t rows_floats = 0;   // block_size * head_dim: from a head's K to its V
   int64_t block_size = 0;
 
-  float* k(int64_t stage_layer) const { return data + stage_layer * 2 * layer_stride; }
-  float* v(int64_t stage_layer) const { return k(stage_layer) + layer_stride; }
+  // Head 0's K (V) of the stage layer in page 0.
+  float* k(int64_t stage_layer) const { return data + stage_layer * layer_floats; }
+  float* v(int64_t stage_layer) const { return k(stage_layer) + rows_floats; }
 };
 
 class LlamaForward {

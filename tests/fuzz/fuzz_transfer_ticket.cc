@@ -22,7 +22,9 @@
 //   ticket_sliced       ticket_valid plus two ranks: TwoSlices' layouts, 64-page pools
 //   reserve_sliced      reserve_valid plus sender_ranks: TwoSlices' layouts
 // (pp_size 1 was appended to each seed's layout when the layout got its pipeline stage:
-// a repeated embedded message merges.) To make another by hand: { printf '\x00'; protoc -Iproto
+// a repeated embedded message merges. page_order PAGE_ORDER_HEAD_MAJOR was added to every
+// layout by protoc --decode, a line after each page_bytes, and --encode.) To make another by hand:
+// { printf '\x00'; protoc -Iproto
 //   --encode=baton.internal.v1.TransferTicket proto/baton/internal/v1/kv_transfer.proto
 //   < ticket.txtpb; } > corpus/transfer_ticket/NAME.bin
 #include <cstdint>

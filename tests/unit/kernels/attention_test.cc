@@ -12,45 +12,47 @@
 namespace baton::cpu {
 namespace {
 
-// Paged K/V with a shuffled block table, and a float64 reference of one query.
+// Paged K/V with a shuffled block table, laid out as the engine's pages are
+// (kvcache/page_layout.h): per page, per KV head, its K rows then its V rows. And a
+// float64 reference of one query.
 struct Pages {
   int64_t block_size = 16, kv_heads = 2, head_dim = 64, blocks = 0;
-  std::vector<float> k, v;
+  std::vector<float> kv;
   std::vector<int32_t> table;
 
   Pages(int64_t head_dim_in, int64_t positions, std::mt19937* rng, int64_t block_size_in = 16,
         int64_t kv_heads_in = 2)
       : block_size(block_size_in), kv_heads(kv_heads_in), head_dim(head_dim_in) {
     blocks = (positions + block_size - 1) / block_size + 3;
-    const int64_t per_block = block_size * kv_heads * head_dim;
     std::normal_distribution<float> d(0.0f, 1.0f);
-    k.resize(blocks * per_block);
-    v.resize(blocks * per_block);
-    for (float& x : k) x = d(*rng);
-    for (float& x : v) x = d(*rng);
+    kv.resize(blocks * PerBlock());
+    for (float& x : kv) x = d(*rng);
     table.resize(blocks);
     std::iota(table.begin(), table.end(), 0);
     std::shuffle(table.begin(), table.end(), *rng);
   }
+  int64_t Rows() const { return block_size * head_dim; }  // one head's K (or V) in a page
+  int64_t PerBlock() const { return kv_heads * 2 * Rows(); }
   PagedKvView View() const {
-    return {k.data(), v.data(), block_size * kv_heads * head_dim, block_size, kv_heads, head_dim};
+    return {kv.data(), kv.data() + Rows(), PerBlock(), block_size, 2 * Rows(), head_dim};
   }
-  const float* Row(const std::vector<float>& m, int64_t t, int64_t h) const {
-    return m.data() + table[t / block_size] * block_size * kv_heads * head_dim +
-           ((t % block_size) * kv_heads + h) * head_dim;
+  // Row t of head h: its K (half 0) or V (half 1).
+  const float* Row(int half, int64_t t, int64_t h) const {
+    return kv.data() + table[t / block_size] * PerBlock() + (h * 2 + half) * Rows() +
+           (t % block_size) * head_dim;
   }
   std::vector<double> Reference(const float* q, int64_t pos, int64_t h, double scale) const {
     std::vector<double> s(pos + 1), out(head_dim, 0.0);
     double max = -1e300, sum = 0;
     for (int64_t t = 0; t <= pos; ++t) {
       double dot = 0;
-      for (int64_t i = 0; i < head_dim; ++i) dot += double{q[i]} * Row(k, t, h)[i];
+      for (int64_t i = 0; i < head_dim; ++i) dot += double{q[i]} * Row(0, t, h)[i];
       s[t] = dot * scale;
       max = std::max(max, s[t]);
     }
     for (double& x : s) sum += (x = std::exp(x - max));
     for (int64_t t = 0; t <= pos; ++t) {
-      for (int64_t i = 0; i < head_dim; ++i) out[i] += s[t] / sum * Row(v, t, h)[i];
+      for (int64_t i = 0; i < head_dim; ++i) out[i] += s[t] / sum * Row(1, t, h)[i];
     }
     return out;
   }

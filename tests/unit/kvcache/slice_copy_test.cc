@@ -46,11 +46,15 @@ uint32_t Tag(int64_t layer, int64_t half, int64_t pos, int64_t head, int64_t d) 
                                d);
 }
 
-// Index of (model layer, half, pos, model head, d) in a page of `l`.
+// Index of (model layer, half, pos, model head, d) in a page of `l`: head-major,
+// [layer][head][K, V][position][head_dim].
 int64_t Index(const PageLayout& l, int64_t layer, int64_t half, int64_t pos, int64_t head,
               int64_t d) {
-  return (((layer - l.first_layer) * 2 + half) * l.block_size + pos) * l.num_kv_heads * l.head_dim +
-         (head - l.first_kv_head) * l.head_dim + d;
+  return ((((layer - l.first_layer) * l.num_kv_heads + (head - l.first_kv_head)) * 2 + half) *
+              l.block_size +
+          pos) *
+             l.head_dim +
+         d;
 }
 
 bool Holds(const PageLayout& l, int64_t layer, int64_t head) {
@@ -88,6 +92,25 @@ TEST(SliceCopy, EqualSlicesAreOneRunOfTheWholePage) {
     ASSERT_EQ(runs.size(), 1u);
     EXPECT_EQ(runs[0], (CopyRun{0, 0, l.page_bytes()}));
   }
+}
+
+// What the head-major page is for: a head range of whole pages is one run per layer
+// whatever the two TP sizes, not one per position.
+TEST(SliceCopy, DifferentTensorSlicesAreOneRunPerLayer) {
+  const PageLayout whole = Slice(1, 0, 1, 0);
+  for (int tp : {2, 4}) {
+    for (int r = 0; r < tp; ++r) {
+      const PageLayout part = Slice(tp, r, 1, 0);
+      const int64_t run = part.layer_elements() * DtypeBytes(part.dtype);
+      for (const auto& runs : {SliceCopyRuns(part, whole), SliceCopyRuns(whole, part)}) {
+        ASSERT_EQ(static_cast<int64_t>(runs.size()), kLayers) << "tp" << tp << " r" << r;
+        for (const CopyRun& c : runs) EXPECT_EQ(c.bytes, run);
+      }
+    }
+  }
+  // Some positions only: a K run and a V run per head.
+  EXPECT_EQ(static_cast<int64_t>(SliceCopyRuns(Slice(2, 0, 1, 0), whole, 0, kLayers, 1, 3).size()),
+            kLayers * (kHeads / 2) * 2);
 }
 
 TEST(SliceCopy, EveryPairOfSlicingsMovesEachElementToItsPlace) {

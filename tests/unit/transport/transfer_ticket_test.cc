@@ -686,18 +686,19 @@ TEST(SliceKvChecksumTest, SenderAndReceiverAgreeOnTheBytesThatMoved) {
   // 3 layers x K, V x (4 + 4 + 2) positions x 2 shared heads x 3 lanes x 4 bytes.
   EXPECT_EQ(want.bytes, 3u * 2 * 10 * 2 * 3 * 4);
 
-  // The hash is XXH3-64 of those bytes, block by block, layer, K then V, position, heads.
+  // The hash is XXH3-64 of those bytes, block by block, layer, head, K then V, the filled
+  // positions (head-major pages: [layer][head][K, V][position][head_dim]).
   std::string moved;
   const int64_t head_bytes = src.head_dim * 4;
   for (size_t i = 0; i < src_pages.size(); ++i) {
     const int64_t filled = std::min<int64_t>(kPrompt - (kFirstBlock + i) * 4, 4);
     for (int64_t layer = 0; layer < 3; ++layer)
-      for (int64_t half = 0; half < 2; ++half)
-        for (int64_t pos = 0; pos < filled; ++pos) {
+      for (int64_t head = 0; head < 2; ++head)
+        for (int64_t half = 0; half < 2; ++half) {
           const int64_t off = src_pages[i] * src.page_bytes() +
-                              ((layer * 2 + half) * 4 + pos) * src.num_kv_heads * head_bytes;
+                              (((layer * src.num_kv_heads + head) * 2 + half) * 4) * head_bytes;
           moved.append(reinterpret_cast<const char*>(src_pool.data()) + off,
-                       static_cast<size_t>(2 * head_bytes));
+                       static_cast<size_t>(filled * head_bytes));
         }
   }
   EXPECT_EQ(moved.size(), want.bytes);
@@ -706,8 +707,8 @@ TEST(SliceKvChecksumTest, SenderAndReceiverAgreeOnTheBytesThatMoved) {
   // Byte offset in the destination pool of (dst page i, layer, half, pos, model head).
   const auto dst_at = [&](size_t i, int64_t layer, int64_t half, int64_t pos, int64_t head) {
     return static_cast<size_t>(dst_pages[i] * dst.page_bytes() +
-                               ((layer * 2 + half) * 4 + pos) * dst.num_kv_heads * head_bytes +
-                               head * head_bytes);
+                               (((layer * dst.num_kv_heads + head) * 2 + half) * 4 + pos) *
+                                   head_bytes);
   };
   // A byte the sender wrote, in a full block and in the partial one: the receiver's sum moves.
   for (const size_t at :

@@ -46,7 +46,7 @@ TEST_P(LayerwisePushTest, DecodeFromPushedPagesMatchesThePrefillSide) {
   for (int i = 0; i < kPages; ++i) remote_pages.push_back(*remote->Allocate());
   std::reverse(remote_pages.begin(), remote_pages.end());  // other ids on the other side
   const int64_t page_bytes = layout.page_bytes();
-  const int64_t layer_bytes = 2 * local->layer_stride() * int64_t{sizeof(float)};  // K and V
+  const int64_t layer_bytes = layout.layer_elements() * int64_t{sizeof(float)};  // K and V
 
   auto receiver = UcxWorker::Create({.transports = GetParam()});
   auto sender = UcxWorker::Create({.transports = GetParam()});

@@ -86,8 +86,7 @@ TEST(VerifySliceSums, AChangedByteIsDataLossNamingThePair) {
 TEST(VerifySliceSums, AByteNobodySentIsNotChecked) {
   Fixture f;
   // Page 2 holds block 3: positions 12, 13 of a 14-token prompt; position 3 is unfilled.
-  const int64_t row = Whole().num_kv_heads * Whole().head_dim;
-  f.pool[2 * Whole().elements_per_block() + 3 * row] += 1.0f;
+  f.pool[2 * Whole().elements_per_block() + Whole().element_offset(0, 0, 0, 3)] += 1.0f;
   EXPECT_TRUE(f.Run().ok());
 }
 

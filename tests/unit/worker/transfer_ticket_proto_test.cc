@@ -104,6 +104,28 @@ TEST(TransferTicketProtoTest, AWirePageSizeThatIsNotTheProductIsRefused) {
       << ticket.status();
 }
 
+// A peer whose pages order their elements otherwise (a Baton before head-major pages sends
+// no order) is refused by name: its bytes would arrive intact and mean something else.
+TEST(TransferTicketProtoTest, APageOrderThatIsNotOursIsRefused) {
+  for (const int order : {0, 7}) {
+    pb::PageLayout wire = ToProto(Layout());
+    EXPECT_EQ(wire.page_order(), pb::PAGE_ORDER_HEAD_MAJOR);
+    wire.set_page_order(static_cast<pb::PageOrder>(order));
+    const absl::Status s = FromProto(wire).status();
+    EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+    EXPECT_NE(s.message().find(order == 0 ? "page_order is 0 (PAGE_ORDER_UNSPECIFIED)"
+                                          : "page_order is 7 (unknown)"),
+              std::string::npos)
+        << s;
+    EXPECT_NE(s.message().find("same Baton version"), std::string::npos) << s;
+  }
+  pb::TransferTicket t = ToProto(Ticket());
+  t.mutable_layout()->clear_page_order();
+  const absl::Status s = FromProto(t, TicketLimits{}).status();
+  EXPECT_EQ(s.code(), absl::StatusCode::kFailedPrecondition) << s;
+  EXPECT_NE(s.message().find("TransferTicket.layout.page_order"), std::string::npos) << s;
+}
+
 TEST(TransferTicketProtoTest, TicketRoundTripsThroughBytes) {
   const TransferTicket t = Ticket();
   std::string bytes;
@@ -135,8 +157,13 @@ TEST(TransferTicketProtoTest, ToProtoOverwrites) {
 }
 
 TEST(TransferTicketProtoTest, EmptyTicketRoundTrips) {
-  // FromProto bounds sizes only; the contract is ValidateTicket's.
-  absl::StatusOr<TransferTicket> back = FromProto(pb::TransferTicket{}, TicketLimits{});
+  // FromProto bounds sizes and refuses a page order not its own (an empty message has
+  // none); the rest of the contract is ValidateTicket's.
+  EXPECT_EQ(FromProto(pb::TransferTicket{}, TicketLimits{}).status().code(),
+            absl::StatusCode::kFailedPrecondition);
+  pb::TransferTicket empty;
+  empty.mutable_layout()->set_page_order(pb::PAGE_ORDER_HEAD_MAJOR);
+  absl::StatusOr<TransferTicket> back = FromProto(empty, TicketLimits{});
   ASSERT_TRUE(back.ok()) << back.status();
   TransferTicket want;
   want.layout = PageLayout{};  // the proto's defaults, unlike the struct's
