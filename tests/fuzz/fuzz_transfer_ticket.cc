@@ -114,7 +114,9 @@ void ExerciseTicket(const uint8_t* data, size_t size) {
   const TicketLimits limits = Limits();
   absl::StatusOr<TransferTicket> ticket = baton::worker::FromProto(wire, limits);
   if (!ticket.ok()) {
-    Require(ticket.status().code() == absl::StatusCode::kInvalidArgument);
+    // A bound (InvalidArgument) or a page order not ours (FailedPrecondition).
+    Require(ticket.status().code() == absl::StatusCode::kInvalidArgument ||
+            ticket.status().code() == absl::StatusCode::kFailedPrecondition);
     Require(!ticket.status().message().empty());
     return;
   }
