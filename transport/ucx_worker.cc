@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "common/strings.h"
@@ -134,7 +135,13 @@ void UcxWorker::Progress() {
       last_work = std::chrono::steady_clock::now();
       continue;
     }
-    if (std::chrono::steady_clock::now() - last_work < kSpin) continue;
+    if (std::chrono::steady_clock::now() - last_work < kSpin) {
+      // Spinning, but not at the cost of a thread that has work: with more busy threads
+      // than cores (a sender rank and its receivers on one host) the spin otherwise takes
+      // the core from the thread that posts the puts.
+      std::this_thread::yield();
+      continue;
+    }
     // Arm, then sleep until UCX has work, Signal() or kSleepMs; BUSY means events came.
     if (ucp_worker_arm(worker_) == UCS_ERR_BUSY) continue;
     pollfd p{event_fd_, POLLIN, 0};
