@@ -434,6 +434,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> groups = {"1:1"};
   int rounds = 5;
   int port = 13337;
+  bool no_perftest = false;
   bool receiver = false;
   std::string order = "layer";
   std::string receiver_tls;
@@ -457,7 +458,12 @@ int Main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "transfers per transport; the median is reported")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
-  app.add_option("--port", port, "ucx_perftest's port")->capture_default_str();
+  app.add_option("--port", port,
+                 "ucx_perftest's first port; each run takes the next, so that none waits for "
+                 "the last one's socket")
+      ->capture_default_str();
+  app.add_flag("--no-perftest", no_perftest,
+               "skip the ucx_perftest references (the smoke tests check the data only)");
   app.add_option("--order", order,
                  "layer: layer 0 of every page first, as a layer-wise push sends; page: each "
                  "page whole, one contiguous run (1:1 only; groups push layer by layer)")
@@ -526,6 +532,7 @@ int Main(int argc, char** argv) {
   for (const std::string& tls : transports) {
     std::vector<Row> rows;
     double tcp_whole = -1;  // the one-message reference on tcp, once per transport
+    int perftest_runs = 0;
     for (const GroupPair& pair : pairs) {
       if (!ok) break;
       Row row;
@@ -540,13 +547,17 @@ int Main(int argc, char** argv) {
       const int64_t guess = shape.chunk_bytes() / std::max(pair.senders, pair.receivers);
       const bool whole_each_pair = tls.find("tcp") == std::string::npos;
       const auto refs = [&](int64_t put_bytes, int64_t puts, double* whole, double* run) {
+        *whole = *run = 0;
+        if (no_perftest) return;
         if (whole_each_pair || tcp_whole < 0) {
-          *whole = PerftestBandwidth(tls, shape.bytes(), 5, port) / 1e9;
+          *whole = PerftestBandwidth(tls, shape.bytes(), 5, port + perftest_runs++ % 64) / 1e9;
           if (!whole_each_pair) tcp_whole = *whole;
         } else {
           *whole = tcp_whole;
         }
-        *run = PerftestBandwidth(tls, put_bytes, std::max<int64_t>(1000, puts), port) / 1e9;
+        *run = PerftestBandwidth(tls, put_bytes, std::max<int64_t>(1000, puts),
+                                 port + perftest_runs++ % 64) /
+               1e9;
       };
       double whole_before = 0, run_before = 0;
       refs(guess, shape.bytes() / guess, &whole_before, &run_before);
