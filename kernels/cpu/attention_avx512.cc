@@ -83,9 +83,9 @@ class RowWalker {
 
 // A head's rows are contiguous within a page, but the next page's are elsewhere (every
 // layer's K and V sit in between), so the hardware prefetchers lose the stream at each
-// page: without help a
-// thread reads K and V at memory latency, about a third of its streaming bandwidth. Each
-// pass therefore asks for the rows kPrefetchKeys positions ahead of the one it is on.
+// page: without help a thread reads K and V at memory latency, about a third of its
+// streaming bandwidth. Each pass therefore asks for the rows kPrefetchKeys positions
+// ahead of the one it is on.
 constexpr int64_t kPrefetchKeys = 16;
 
 template <int kLines>
