@@ -36,6 +36,7 @@
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <numeric>
 #include <span>
 #include <sstream>
 #include <string>
@@ -433,6 +434,7 @@ int Main(int argc, char** argv) {
   std::vector<std::string> transports = {"tcp", "sm"};
   std::vector<std::string> groups = {"1:1"};
   int rounds = 5;
+  int cycles = 3;
   int port = 13337;
   bool no_perftest = false;
   bool receiver = false;
@@ -458,6 +460,11 @@ int Main(int argc, char** argv) {
   app.add_option("--rounds", rounds, "transfers per transport; the median is reported")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
+  app.add_option("--cycles", cycles,
+                 "per pair: cycles of --rounds, each between two perftest references; the "
+                 "ratio is the median of the cycles' (1 with --no-perftest)")
+      ->check(CLI::Range(1, 100))
+      ->capture_default_str();
   app.add_option("--port", port,
                  "ucx_perftest's first port; each run takes the next, so that none waits for "
                  "the last one's socket")
@@ -478,6 +485,7 @@ int Main(int argc, char** argv) {
   app.add_option("--receiver-tls", receiver_tls, "internal");
   CLI11_PARSE(app, argc, argv);
   if (receiver) return Receiver(receiver_tls, pool_mode, shape.bytes());
+  if (no_perftest) cycles = 1;  // there is nothing to alternate with
 
   std::vector<GroupPair> pairs;
   for (const std::string& g : groups) {
@@ -514,11 +522,11 @@ int Main(int argc, char** argv) {
   }
   bool ok = true;
   if (grouped) {
-    std::printf("\n%-10s %5s %11s %12s %8s %9s %15s %8s %13s %8s\n", "transport", "pair",
+    std::printf("\n%-10s %5s %11s %12s %8s %9s %15s %16s %13s %16s\n", "transport", "pair",
                 "baton GB/s", "min..max", "puts", "put size", "perftest 1 msg", "ratio",
                 "perftest run", "ratio");
   } else {
-    std::printf("\n%-10s %11s %12s %15s %8s %15s %8s\n", "transport", "baton GB/s", "min..max",
+    std::printf("\n%-10s %11s %12s %15s %16s %15s %16s\n", "transport", "baton GB/s", "min..max",
                 "perftest 1 msg", "ratio", "perftest chunk", "ratio");
   }
   struct Row {
@@ -528,6 +536,8 @@ int Main(int argc, char** argv) {
     int64_t put_bytes = 0;  // typical: bytes / puts
     double whole = 0;       // perftest, one message of the prompt's bytes, GB/s
     double run = 0;         // perftest at put_bytes, GB/s
+    std::vector<double> whole_ratios, run_ratios;  // per cycle, sorted
+    std::vector<double> cycle_medians;             // GB/s, sorted
   };
   for (const std::string& tls : transports) {
     std::vector<Row> rows;
@@ -559,47 +569,78 @@ int Main(int argc, char** argv) {
                                  port + perftest_runs++ % 64) /
                1e9;
       };
-      double whole_before = 0, run_before = 0;
-      refs(guess, shape.bytes() / guess, &whole_before, &run_before);
-      if (pair.one_to_one()) {
-        row.gbps = PushOneToOne(tls, pool_mode, order, shape, rounds, source, want_hash, &ok);
-        row.puts = total_puts;
-        row.put_bytes = shape.chunk_bytes();
-      } else {
-        PairResult result;
-        ok = PushGroups(tls, pool_mode, shape, pair, rounds, &result) && ok;
-        if (!ok) break;
-        row.gbps = result.gbps;
-        row.puts = result.puts;
-        row.put_bytes = result.puts > 0 ? static_cast<int64_t>(result.bytes / result.puts) : 0;
+      // `cycles` cycles of the pair's rounds, a reference before each and one after the
+      // last: each cycle's ratio is its median over the mean of the references either side,
+      // and the ratio reported is the median of those (this host's speed drifts by a third
+      // within minutes, perftest's as much as ours).
+      double whole_prev = 0, run_prev = 0;
+      refs(guess, shape.bytes() / guess, &whole_prev, &run_prev);
+      std::vector<double> whole_refs, run_refs;
+      for (int cycle = 0; cycle < cycles && ok; ++cycle) {
+        std::vector<double> gbps;
+        if (pair.one_to_one()) {
+          gbps = PushOneToOne(tls, pool_mode, order, shape, rounds, source, want_hash, &ok);
+          row.puts = total_puts;
+          row.put_bytes = shape.chunk_bytes();
+        } else {
+          PairResult result;
+          ok = PushGroups(tls, pool_mode, shape, pair, rounds, &result) && ok;
+          gbps = result.gbps;
+          row.puts = result.puts;
+          row.put_bytes = result.puts > 0 ? static_cast<int64_t>(result.bytes / result.puts) : 0;
+        }
+        if (!ok || gbps.empty()) break;
+        std::sort(gbps.begin(), gbps.end());
+        const double median = gbps[gbps.size() / 2];
+        row.gbps.insert(row.gbps.end(), gbps.begin(), gbps.end());
+        row.cycle_medians.push_back(median);
+        double whole_after = 0, run_after = 0;
+        refs(row.put_bytes > 0 ? row.put_bytes : guess, row.puts, &whole_after, &run_after);
+        if (cycle == 0 && row.put_bytes != guess)
+          run_prev = run_after;  // the guess was another size
+        const auto mean = [](double a, double b) { return a > 0 && b > 0 ? (a + b) / 2 : 0.0; };
+        const double whole = mean(whole_prev, whole_after), run = mean(run_prev, run_after);
+        if (whole > 0) row.whole_ratios.push_back(median / whole);
+        if (run > 0) row.run_ratios.push_back(median / run);
+        if (whole > 0) whole_refs.push_back(whole);
+        if (run > 0) run_refs.push_back(run);
+        whole_prev = whole_after;
+        run_prev = run_after;
       }
-      if (row.gbps.empty()) continue;
+      if (!ok || row.gbps.empty()) break;
       std::sort(row.gbps.begin(), row.gbps.end());
-      double whole_after = 0, run_after = 0;
-      refs(row.put_bytes > 0 ? row.put_bytes : guess, row.puts, &whole_after, &run_after);
-      if (row.put_bytes != guess) run_before = run_after;  // the guess was another size
-      const auto mean = [](double a, double b) { return a > 0 && b > 0 ? (a + b) / 2 : 0.0; };
-      row.whole = mean(whole_before, whole_after);
-      row.run = mean(run_before, run_after);
+      std::sort(row.whole_ratios.begin(), row.whole_ratios.end());
+      std::sort(row.cycle_medians.begin(), row.cycle_medians.end());
+      std::sort(row.run_ratios.begin(), row.run_ratios.end());
+      const auto average = [](const std::vector<double>& v) {
+        return v.empty() ? 0.0 : std::accumulate(v.begin(), v.end(), 0.0) / v.size();
+      };
+      row.whole = average(whole_refs);
+      row.run = average(run_refs);
       rows.push_back(std::move(row));
     }
     for (const Row& row : rows) {
-      const double median = row.gbps[row.gbps.size() / 2];
-      const double whole = row.whole, run = row.run;
-      auto ratio = [median](double ref) {
-        char out[16] = "-";
-        if (ref > 0) std::snprintf(out, sizeof(out), "%.2f", median / ref);
+      // The median cycle's median: each cycle's first round maps the receivers' pools
+      // afresh (min..max shows it), and a median of all rounds would count those.
+      const double median = row.cycle_medians[row.cycle_medians.size() / 2];
+      // The median of the cycles' ratios, and their range when there are several.
+      auto ratio = [](const std::vector<double>& r) {
+        char out[32] = "-";
+        if (r.size() == 1) std::snprintf(out, sizeof(out), "%.2f", r[0]);
+        if (r.size() > 1) {
+          std::snprintf(out, sizeof(out), "%.2f %.2f..%.2f", r[r.size() / 2], r.front(), r.back());
+        }
         return std::string(out);
       };
       if (grouped) {
-        std::printf("%-10s %5s %11.2f %5.2f..%-5.2f %8lld %9s %15.2f %8s %13.2f %8s\n", tls.c_str(),
-                    row.pair.name().c_str(), median, row.gbps.front(), row.gbps.back(),
-                    static_cast<long long>(row.puts), SizeString(row.put_bytes).c_str(), whole,
-                    ratio(whole).c_str(), run, ratio(run).c_str());
+        std::printf("%-10s %5s %11.2f %5.2f..%-5.2f %8lld %9s %15.2f %16s %13.2f %16s\n",
+                    tls.c_str(), row.pair.name().c_str(), median, row.gbps.front(), row.gbps.back(),
+                    static_cast<long long>(row.puts), SizeString(row.put_bytes).c_str(), row.whole,
+                    ratio(row.whole_ratios).c_str(), row.run, ratio(row.run_ratios).c_str());
       } else {
-        std::printf("%-10s %11.2f %5.2f..%-5.2f %15.2f %8s %15.2f %8s\n", tls.c_str(), median,
-                    row.gbps.front(), row.gbps.back(), whole, ratio(whole).c_str(), run,
-                    ratio(run).c_str());
+        std::printf("%-10s %11.2f %5.2f..%-5.2f %15.2f %16s %15.2f %16s\n", tls.c_str(), median,
+                    row.gbps.front(), row.gbps.back(), row.whole, ratio(row.whole_ratios).c_str(),
+                    row.run, ratio(row.run_ratios).c_str());
       }
     }
   }
@@ -609,15 +650,17 @@ int Main(int argc, char** argv) {
         "UCX_TLS as listed; '1 msg': -s %lld -n 5; 'run': -s <put size> -n max(1000, puts). "
         "pair S:R: S sender ranks, threads with a UcxWorker each, push their KV-head slices "
         "with SlicePush into R receiver processes, timed from the first put to the last "
-        "flush; puts are per transfer, all ranks; each reference is the mean of a run just "
-        "before and one just after the pair's rounds)\n",
-        (long long)shape.bytes());
+        "flush; puts are per transfer, all ranks; %d cycles of %d rounds, each between two "
+        "references: ratio is the median of the cycles' median over the mean of the references "
+        "either side, then their range; perftest columns are the mean of the references)\n",
+        (long long)shape.bytes(), cycles, rounds);
   } else {
     std::printf(
         "(goal: ratio >= 0.8. perftest: ucx_perftest -t ucp_put_bw between two "
-        "processes, UCX_TLS as listed; '1 msg': -s %lld -n 5; 'chunk': -s %lld; each the mean "
-        "of a run just before and one just after the rounds)\n",
-        (long long)shape.bytes(), (long long)shape.chunk_bytes());
+        "processes, UCX_TLS as listed; '1 msg': -s %lld -n 5; 'chunk': -s %lld; %d cycles of "
+        "%d rounds, each between two references: ratio is the median of the cycles' median over "
+        "the mean of the references either side, then their range)\n",
+        (long long)shape.bytes(), (long long)shape.chunk_bytes(), cycles, rounds);
   }
   return ok ? 0 : 1;
 }
