@@ -7,20 +7,11 @@
 #include <thread>
 
 #include "absl/strings/str_cat.h"
+#include "common/cuda_status.h"
 #include "common/status.h"
 
 namespace baton::parallel {
 namespace {
-
-absl::Status CudaError(cudaError_t e, const char* what) {
-  return absl::InternalError(absl::StrCat("CUDA: ", what, ": ", cudaGetErrorString(e)));
-}
-
-#define BATON_CUDA_RETURN_IF_ERROR(expr)                                      \
-  do {                                                                        \
-    cudaError_t baton_cuda_e_ = (expr);                                       \
-    if (baton_cuda_e_ != cudaSuccess) return CudaError(baton_cuda_e_, #expr); \
-  } while (false)
 
 class NcclCommunicator : public Communicator {
  public:

@@ -15,11 +15,13 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/thread_pool.h"
+#include "engine/device.h"
 #include "engine/generator.h"
 #include "engine/loaded_model.h"
 #include "kernels/cpu/matmul.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/chat_prompt.h"
+#include "worker/worker_runtime.h"
 
 namespace baton::tools {
 namespace {
@@ -47,6 +49,7 @@ struct GenerateFlags {
   bool json = false;
   std::string logits_out;
   int threads = 0;
+  engine::DeviceOptions device;
   int64_t prefill_chunk = 512;
   bool quiet = false;
   bool no_mmap = false;
@@ -127,6 +130,7 @@ nlohmann::json LogprobJson(const tokenizer::Tokenizer& tok, const engine::Sample
 }
 
 absl::Status Run(const GenerateFlags& flags) {
+  BATON_RETURN_IF_ERROR(engine::CheckDevice(flags.device));
   const auto load_start = std::chrono::steady_clock::now();
   BATON_ASSIGN_OR_RETURN(
       engine::LoadedModel loaded,
@@ -251,6 +255,7 @@ void AddGenerateCommand(CLI::App& app) {
                   "Write the logits of every prompt position to this JSON file");
   cmd->add_option("--threads", f->threads, "Compute threads (0: one per core)")
       ->envname("BATON_THREADS");
+  worker::AddDeviceFlags(cmd, &f->device);
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "Prompt tokens per forward pass")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-mmap", f->no_mmap,

@@ -46,7 +46,11 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 "--pipeline-parallel-size",
                                 StrCat(f.pipeline_parallel_size),
                                 "--group-timeout-ms",
-                                StrCat(f.group_timeout_ms)};
+                                StrCat(f.group_timeout_ms),
+                                "--device",
+                                f.device.device,
+                                "--device-id",
+                                StrCat(f.device.device_id)};
   if (!f.kv_cache_memory.empty()) a.insert(a.end(), {"--kv-cache-memory", f.kv_cache_memory});
   if (!f.ucx_tls.empty()) a.insert(a.end(), {"--ucx-tls", f.ucx_tls});
   if (f.kv_pool != "auto") a.insert(a.end(), {"--kv-pool", f.kv_pool});
@@ -80,12 +84,16 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const worker::
   if (each.kv_cache_memory.empty()) {
     each.kv_cache_fraction = worker.kv_cache_fraction / (num_prefill + num_decode);
   }
+  // On GPUs each worker takes the next tensor x pipeline GPUs, from --device-id on.
+  int next_device = worker.device.device_id;
   for (int i = 0; i < num_decode + num_prefill; ++i) {
     const bool is_decode = i < num_decode;
     const std::string role = is_decode ? "decode" : "prefill";
     const Pool& pool = is_decode ? decode : prefill;
     each.tensor_parallel_size = pool.tensor_parallel;
     each.pipeline_parallel_size = pool.pipeline_parallel;
+    each.device.device_id = next_device;
+    next_device += pool.tensor_parallel * pool.pipeline_parallel;
     absl::StatusOr<Process> p = c->Spawn(each, role, start_timeout);
     if (!p.ok()) return p.status();  // the destructor stops those already started
     c->processes_.push_back(*std::move(p));

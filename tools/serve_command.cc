@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/strings.h"
+#include "engine/device.h"
 #include "router/router_flags.h"
 #include "router/router_server.h"
 #include "tools/local_cluster.h"
@@ -66,6 +67,8 @@ absl::Status Run(ServeFlags flags) {
   flags.worker.host = "127.0.0.1";  // the worker is internal: loopback only
   flags.router.model = flags.worker.model;
   BATON_ASSIGN_OR_RETURN(router::RouterOptions options, router::ToRouterOptions(flags.router));
+  // Before any worker starts: a device that cannot run fails here, once, not in each child.
+  BATON_RETURN_IF_ERROR(engine::CheckDevice(flags.worker.device));
   if (flags.prefill > 0 || flags.decode > 0) return RunSplit(flags, std::move(options));
   std::fprintf(stderr, "baton serve: loading %s\n", flags.worker.model.c_str());
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerRuntime> worker,

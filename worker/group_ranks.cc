@@ -54,7 +54,11 @@ absl::StatusOr<std::unique_ptr<GroupRanks>> GroupRanks::Start(const WorkerFlags&
                                             "--group-timeout-ms",
                                             StrCat(f.group_timeout_ms),
                                             "--kv-pool",
-                                            f.kv_pool};
+                                            f.kv_pool,
+                                            "--device",
+                                            f.device.device,
+                                            "--device-id",
+                                            StrCat(f.device.device_id + r)};
     args.insert(args.end(), flags.begin(), flags.end());
     if (!f.rank_command.empty()) args.insert(args.end(), {"--role", f.role});
     if (!f.ucx_tls.empty()) args.insert(args.end(), {"--ucx-tls", f.ucx_tls});

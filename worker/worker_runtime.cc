@@ -40,7 +40,22 @@ absl::StatusOr<int64_t> ParseBytes(const std::string& text, std::string_view fla
 
 }  // namespace
 
+void AddDeviceFlags(CLI::App* cmd, engine::DeviceOptions* d) {
+  cmd->add_option("--device", d->device,
+                  "Where the forward runs: cpu, or cuda (a GPU, --device-id)")
+      ->envname("BATON_DEVICE")
+      ->check(CLI::IsMember({"cpu", "cuda"}))
+      ->capture_default_str();
+  cmd->add_option("--device-id", d->device_id,
+                  "cuda: the first GPU, among those CUDA_VISIBLE_DEVICES leaves; a group's rank r "
+                  "takes the one r after it")
+      ->envname("BATON_DEVICE_ID")
+      ->check(CLI::Range(0, 1023))
+      ->capture_default_str();
+}
+
 void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
+  AddDeviceFlags(cmd, &f->device);
   cmd->add_option("--threads", f->threads, "Compute threads (0: one per core)")
       ->envname("BATON_THREADS");
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
@@ -138,6 +153,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   }
   const int group_size = flags.group_size();
   BATON_RETURN_IF_ERROR(CheckGroupFlags(flags));
+  BATON_RETURN_IF_ERROR(engine::CheckDevice(flags.device));
   if (flags.group_rank > 0) {
     return absl::InvalidArgumentError(StrCat("--group-rank ", flags.group_rank,
                                              " runs as `baton worker`: only rank 0 serves here"));

@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "engine/device.h"
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "grpcpp/grpcpp.h"
@@ -34,7 +35,8 @@ struct WorkerFlags {
   std::string host = "127.0.0.1";
   int port = 50061;
   int threads = 0;
-  std::string kv_cache_memory;  // bytes with an optional KiB/MiB/GiB suffix
+  engine::DeviceOptions device;  // --device, --device-id
+  std::string kv_cache_memory;   // bytes with an optional KiB/MiB/GiB suffix
   double kv_cache_fraction = 0.25;
   int64_t block_size = 16;
   int64_t max_running = 256;
@@ -79,7 +81,10 @@ struct WorkerFlags {
 // --group-timeout-ms, and the hidden ones a leader gives its ranks).
 void AddGroupFlags(CLI::App* cmd, WorkerFlags* flags);
 
-// The engine flags (--threads, --kv-cache-memory, ..., --no-mmap); not --model, --host or
+// --device and --device-id, with their BATON_* variables (every binary that runs the engine).
+void AddDeviceFlags(CLI::App* cmd, engine::DeviceOptions* device);
+
+// The engine flags (--device, --threads, --kv-cache-memory, ..., --no-mmap); not --model, --host or
 // --port, which each command defines with its own meaning.
 void AddEngineFlags(CLI::App* cmd, WorkerFlags* flags);
 // The KV-transfer flags (--ucx-tls, --kv-lease-seconds) and --metrics-port.

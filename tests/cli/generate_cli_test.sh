@@ -133,4 +133,14 @@ if [ -d "$tiny" ]; then
     contains "bundled chat answers ($(basename "$model"))" "5" "$(echo "$out" | json_field "d['text']")"
   done
 fi
+
+# --device cuda where it cannot run (no CUDA build or no GPU; and the CUDA forward is not
+# built yet) exits 1 with a message that names the flag and the way out, before loading.
+err=$("$baton" generate --model "$stories/hf" --prompt "x" --device cuda 2>&1 >/dev/null)
+check "--device cuda: exit status" "1" "$("$baton" generate --model "$stories/hf" --prompt x \
+  --device cuda >/dev/null 2>&1; echo $?)"
+contains "--device cuda: names the flag" "--device cuda" "$err"
+contains "--device cuda: says what to do" "run with --device cpu" "$err"
+err=$(BATON_DEVICE=gpu "$baton" generate --model "$stories/hf" --prompt "x" 2>&1 >/dev/null)
+contains "BATON_DEVICE=gpu: names the choices" "not in {cpu,cuda}" "$err"
 exit $fail
