@@ -10,21 +10,16 @@
 #include <random>
 
 #include "common/check.h"
+#include "kernels/counter_rng.h"
 
 namespace baton::engine {
 namespace {
 
 using sampler_internal::RadixScratch;
 
-constexpr uint64_t kGolden = 0x9E3779B97F4A7C15ull;
+using kernels::kGolden;
+using kernels::Mix64;
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
-
-// SplitMix64's output function: a bijection on 64 bits with full avalanche.
-uint64_t Mix64(uint64_t z) {
-  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-  return z ^ (z >> 31);
-}
 
 // Maps a logit to an unsigned key that sorts in descending logit order. -0 and +0 share
 // one key, as they compare equal.
@@ -179,12 +174,7 @@ uint64_t RandomSeed() {
   return Mix64(state.fetch_add(kGolden, std::memory_order_relaxed));
 }
 
-double CounterUniform(uint64_t seed, uint64_t step) {
-  // The seed is mixed first so that nearby seeds (0, 1, 2...) do not give sequences that
-  // are shifted copies of each other, as plain SplitMix64 states seed + k * kGolden would.
-  uint64_t z = Mix64(Mix64(seed) + (step + 1) * kGolden);
-  return static_cast<double>(z >> 11) * 0x1.0p-53;
-}
+double CounterUniform(uint64_t seed, uint64_t step) { return kernels::CounterUniform(seed, step); }
 
 SequenceSampler::SequenceSampler(const SamplingParams& params, std::span<const int32_t> prompt_ids,
                                  uint64_t seed, std::span<const int32_t> output_ids)
