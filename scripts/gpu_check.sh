@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 mode=${1:-all}
 pack=build/gpu-pack
 # The GPU test binaries (tests/gpu/CMakeLists.txt); each skips without a device.
-tests=(gpu_elementwise_test gpu_ops_test gpu_nccl_communicator_test engine_device_test)
+tests=(gpu_elementwise_test gpu_ops_test gpu_paged_attention_test gpu_nccl_communicator_test
+       engine_device_test)
 
 now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{$(now) - $1:.1f}')"; }

@@ -1,0 +1,221 @@
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "kernels/cuda/paged_attention.cuh"
+
+namespace baton::kernels::cuda {
+namespace {
+
+constexpr int kThreads = 128;  // 4 warps
+constexpr int kWarps = kThreads / 32;
+
+__device__ inline float Load(const float* p) { return *p; }
+__device__ inline float Load(const __nv_bfloat16* p) { return __bfloat162float(*p); }
+__device__ inline void Store(float* p, float v) { *p = v; }
+__device__ inline void Store(__nv_bfloat16* p, float v) { *p = __float2bfloat16_rn(v); }
+
+__device__ inline float WarpSum(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
+  return v;
+}
+__device__ inline float WarpMax(float v) {
+  for (int offset = 16; offset > 0; offset /= 2) {
+    v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+  }
+  return v;
+}
+
+template <typename T>
+__global__ void WriteKvKernel(T* base, int64_t page_stride, int64_t head_stride, int64_t rows,
+                              int head_dim, int num_kv_heads, const float* k, const float* v,
+                              const int32_t* slot_pages, const int32_t* slot_rows) {
+  const int t = blockIdx.x;
+  const int64_t page = slot_pages[t], row = slot_rows[t];
+  const float* kt = k + static_cast<int64_t>(t) * num_kv_heads * head_dim;
+  const float* vt = v + static_cast<int64_t>(t) * num_kv_heads * head_dim;
+  for (int i = threadIdx.x; i < num_kv_heads * head_dim; i += blockDim.x) {
+    const int h = i / head_dim, d = i % head_dim;
+    T* dst = base + page * page_stride + h * head_stride + row * head_dim + d;
+    Store(dst, kt[i]);
+    Store(dst + rows, vt[i]);
+  }
+}
+
+// Per (sequence, split, query head): the split's max score, its sum of exp(score - max)
+// and its unnormalized output, head_dim floats.
+struct Partials {
+  float* out;  // [num_seqs][num_q_heads][max_splits][head_dim]
+  float* max;  // [num_seqs][num_q_heads][max_splits]
+  float* sum;
+};
+
+template <typename T>
+__global__ void DecodeSplitKernel(const float* q, const T* base, int64_t page_stride,
+                                  int64_t head_stride, int64_t rows, int block_size, int head_dim,
+                                  const int32_t* block_tables, int max_blocks,
+                                  const int32_t* context_lens, int num_q_heads, int group,
+                                  int max_splits, float scale, Partials partials) {
+  const int kv_head = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
+  const int len = context_lens[seq];
+  const int start = split * kDecodeSplit;
+  if (start >= len) return;
+  const int count = min(kDecodeSplit, len - start);
+  extern __shared__ float shared[];
+  float* qs = shared;                         // [group][head_dim], scaled
+  float* scores = shared + group * head_dim;  // [group][kDecodeSplit]
+  __shared__ float split_max[kMaxGroup], split_sum[kMaxGroup];
+
+  const int q_head0 = kv_head * group;
+  const float* q_seq = q + (static_cast<int64_t>(seq) * num_q_heads + q_head0) * head_dim;
+  for (int i = threadIdx.x; i < group * head_dim; i += kThreads) qs[i] = q_seq[i] * scale;
+  __syncthreads();
+
+  const int32_t* table = block_tables + static_cast<int64_t>(seq) * max_blocks;
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  const int chunks = head_dim / 32;  // K values per lane
+  // Scores: a warp per position; each lane holds head_dim / 32 of its K row, read once for
+  // every query of the group.
+  for (int j = warp; j < count; j += kWarps) {
+    const int pos = start + j;
+    const T* key = base + static_cast<int64_t>(table[pos / block_size]) * page_stride +
+                   kv_head * head_stride + static_cast<int64_t>(pos % block_size) * head_dim;
+    float kd[kMaxHeadDim / 32];
+#pragma unroll
+    for (int c = 0; c < kMaxHeadDim / 32; ++c) kd[c] = c < chunks ? Load(key + c * 32 + lane) : 0;
+    for (int g = 0; g < group; ++g) {
+      float partial = 0;
+#pragma unroll
+      for (int c = 0; c < kMaxHeadDim / 32; ++c) {
+        if (c < chunks) partial += qs[g * head_dim + c * 32 + lane] * kd[c];
+      }
+      partial = WarpSum(partial);
+      if (lane == 0) scores[g * kDecodeSplit + j] = partial;
+    }
+  }
+  __syncthreads();
+
+  // Softmax statistics of the split, a warp per query.
+  for (int g = warp; g < group; g += kWarps) {
+    float* s = scores + g * kDecodeSplit;
+    float m = -INFINITY;
+    for (int j = lane; j < count; j += 32) m = fmaxf(m, s[j]);
+    m = WarpMax(m);
+    float l = 0;
+    for (int j = lane; j < count; j += 32) {
+      const float e = expf(s[j] - m);
+      s[j] = e;
+      l += e;
+    }
+    l = WarpSum(l);
+    if (lane == 0) {
+      split_max[g] = m;
+      split_sum[g] = l;
+    }
+  }
+  __syncthreads();
+
+  // The split's weighted sum of V rows, a thread per (query, dim), positions in order.
+  const int64_t part = (static_cast<int64_t>(seq) * num_q_heads + q_head0) * max_splits + split;
+  for (int i = threadIdx.x; i < group * head_dim; i += kThreads) {
+    const int g = i / head_dim, d = i % head_dim;
+    const float* w = scores + g * kDecodeSplit;
+    float acc = 0;
+    for (int j = 0; j < count; ++j) {
+      const int pos = start + j;
+      const T* value = base + static_cast<int64_t>(table[pos / block_size]) * page_stride +
+                       kv_head * head_stride + rows +
+                       static_cast<int64_t>(pos % block_size) * head_dim;
+      acc += w[j] * Load(value + d);
+    }
+    partials.out[(part + static_cast<int64_t>(g) * max_splits) * head_dim + d] = acc;
+  }
+  if (threadIdx.x < group) {
+    partials.max[part + static_cast<int64_t>(threadIdx.x) * max_splits] = split_max[threadIdx.x];
+    partials.sum[part + static_cast<int64_t>(threadIdx.x) * max_splits] = split_sum[threadIdx.x];
+  }
+}
+
+// Merges a sequence's splits for one query head, in split order; a thread per dim.
+__global__ void MergeSplitsKernel(const int32_t* context_lens, int num_q_heads, int head_dim,
+                                  int max_splits, Partials partials, float* out) {
+  const int q_head = blockIdx.x, seq = blockIdx.y;
+  const int splits = (context_lens[seq] + kDecodeSplit - 1) / kDecodeSplit;
+  const int64_t part = (static_cast<int64_t>(seq) * num_q_heads + q_head) * max_splits;
+  float m = -INFINITY;
+  for (int c = 0; c < splits; ++c) m = fmaxf(m, partials.max[part + c]);
+  float l = 0;
+  for (int c = 0; c < splits; ++c) l += partials.sum[part + c] * expf(partials.max[part + c] - m);
+  for (int d = threadIdx.x; d < head_dim; d += blockDim.x) {
+    float acc = 0;
+    for (int c = 0; c < splits; ++c) {
+      acc += partials.out[(part + c) * head_dim + d] * expf(partials.max[part + c] - m);
+    }
+    out[(static_cast<int64_t>(seq) * num_q_heads + q_head) * head_dim + d] = acc / l;
+  }
+}
+
+int MaxSplits(int max_context) { return (max_context + kDecodeSplit - 1) / kDecodeSplit; }
+
+}  // namespace
+
+cudaError_t WritePagedKv(const PagedKv& kv, int num_kv_heads, const float* k, const float* v,
+                         const int32_t* slot_pages, const int32_t* slot_rows, int tokens,
+                         cudaStream_t stream) {
+  if (tokens <= 0) return cudaSuccess;
+  if (kv.head_dim <= 0 || num_kv_heads <= 0) return cudaErrorInvalidValue;
+  if (kv.type == KvType::kF32) {
+    WriteKvKernel<<<tokens, kThreads, 0, stream>>>(static_cast<float*>(kv.base), kv.page_stride,
+                                                   kv.head_stride, kv.rows, kv.head_dim,
+                                                   num_kv_heads, k, v, slot_pages, slot_rows);
+  } else {
+    WriteKvKernel<<<tokens, kThreads, 0, stream>>>(
+        static_cast<__nv_bfloat16*>(kv.base), kv.page_stride, kv.head_stride, kv.rows, kv.head_dim,
+        num_kv_heads, k, v, slot_pages, slot_rows);
+  }
+  return cudaGetLastError();
+}
+
+int64_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_q_heads, int head_dim,
+                                      int max_context) {
+  const int64_t parts = static_cast<int64_t>(num_seqs) * num_q_heads * MaxSplits(max_context);
+  return parts * (head_dim + 2) * static_cast<int64_t>(sizeof(float));
+}
+
+cudaError_t DecodeAttention(const float* q, const PagedKv& kv, const int32_t* block_tables,
+                            int max_blocks, const int32_t* context_lens, int num_seqs,
+                            int num_q_heads, int num_kv_heads, int max_context, float scale,
+                            void* workspace, float* out, cudaStream_t stream) {
+  if (num_seqs <= 0) return cudaSuccess;
+  if (kv.head_dim <= 0 || kv.head_dim % 32 != 0 || kv.head_dim > kMaxHeadDim || num_kv_heads <= 0 ||
+      num_q_heads % num_kv_heads != 0 || num_q_heads / num_kv_heads > kMaxGroup ||
+      max_context <= 0 || static_cast<int64_t>(max_blocks) * kv.block_size < max_context) {
+    return cudaErrorInvalidValue;
+  }
+  const int group = num_q_heads / num_kv_heads;
+  const int max_splits = MaxSplits(max_context);
+  const int64_t parts = static_cast<int64_t>(num_seqs) * num_q_heads * max_splits;
+  Partials p;
+  p.out = static_cast<float*>(workspace);
+  p.max = p.out + parts * kv.head_dim;
+  p.sum = p.max + parts;
+  const dim3 grid(num_kv_heads, num_seqs, max_splits);
+  const size_t shared = static_cast<size_t>(group) * (kv.head_dim + kDecodeSplit) * sizeof(float);
+  if (kv.type == KvType::kF32) {
+    DecodeSplitKernel<<<grid, kThreads, shared, stream>>>(
+        q, static_cast<const float*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
+        kv.block_size, kv.head_dim, block_tables, max_blocks, context_lens, num_q_heads, group,
+        max_splits, scale, p);
+  } else {
+    DecodeSplitKernel<<<grid, kThreads, shared, stream>>>(
+        q, static_cast<const __nv_bfloat16*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
+        kv.block_size, kv.head_dim, block_tables, max_blocks, context_lens, num_q_heads, group,
+        max_splits, scale, p);
+  }
+  if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  MergeSplitsKernel<<<dim3(num_q_heads, num_seqs), kv.head_dim, 0, stream>>>(
+      context_lens, num_q_heads, kv.head_dim, max_splits, p, out);
+  return cudaGetLastError();
+}
+
+}  // namespace baton::kernels::cuda

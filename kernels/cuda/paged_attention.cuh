@@ -1,0 +1,59 @@
+// Paged KV on the GPU: the KV write and attention for decode, over the page layout of
+// kvcache/page_layout.h ([layer][kv head][K, V][position][head_dim] in each page), so
+// that one ticket and one layout serve CPU and GPU workers alike. Framework-free: raw
+// device pointers, shapes and a stream; the caller checks the cudaError_t.
+//
+// Decode attention is flash-decoding: each sequence's context is cut into splits of
+// kDecodeSplit positions, fixed, so a sequence's result never depends on the batch or on
+// the other sequences' lengths (docs/engine.md, batch invariance). One block takes one
+// (sequence, KV head, split) and every query head of that KV head's group, so a K or V
+// row is read from memory once for the whole group; a second kernel merges the splits.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+namespace baton::kernels::cuda {
+
+inline constexpr int kDecodeSplit = 256;  // positions per split
+inline constexpr int kMaxGroup = 16;      // query heads per KV head
+inline constexpr int kMaxHeadDim = 256;   // a multiple of 32 up to this
+
+enum class KvType { kF32, kBf16 };
+
+// One layer's pages: element (page, kv head, half, pos, d) sits at
+// page * page_stride + head * head_stride + half * rows + pos * head_dim + d from `base`
+// (half 0 is K, 1 is V). Strides are in elements of `type`.
+struct PagedKv {
+  void* base = nullptr;
+  KvType type = KvType::kF32;
+  int64_t page_stride = 0;  // kvcache::PageLayout::elements_per_block()
+  int64_t head_stride = 0;  // head_stride()
+  int64_t rows = 0;         // rows_elements(): block_size * head_dim
+  int block_size = 0;
+  int head_dim = 0;
+};
+
+// Writes `tokens` tokens' K and V, [tokens][num_kv_heads][head_dim] f32 each, at
+// position slot_rows[t] of page slot_pages[t] (converted to the pages' type).
+cudaError_t WritePagedKv(const PagedKv& kv, int num_kv_heads, const float* k, const float* v,
+                         const int32_t* slot_pages, const int32_t* slot_rows, int tokens,
+                         cudaStream_t stream);
+
+// Bytes of workspace DecodeAttention needs for these shapes.
+int64_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_q_heads, int head_dim, int max_context);
+
+// out[s][qh] = softmax(q[s][qh] . K^T * scale) . V over positions 0..context_lens[s]-1 of
+// sequence s, whose pages are block_tables[s * max_blocks ...]. q and out are
+// [num_seqs][num_q_heads][head_dim] f32; query head qh reads KV head qh / (num_q_heads /
+// num_kv_heads). Every context_lens[s] must be in [1, max_context]: the host knows them,
+// the kernel does not check. cudaErrorInvalidValue for shapes it does not take (head_dim
+// not a multiple of 32 up to kMaxHeadDim, a group over kMaxGroup, num_q_heads not a
+// multiple of num_kv_heads, block tables shorter than max_context).
+cudaError_t DecodeAttention(const float* q, const PagedKv& kv, const int32_t* block_tables,
+                            int max_blocks, const int32_t* context_lens, int num_seqs,
+                            int num_q_heads, int num_kv_heads, int max_context, float scale,
+                            void* workspace, float* out, cudaStream_t stream);
+
+}  // namespace baton::kernels::cuda
