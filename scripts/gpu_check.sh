@@ -20,7 +20,8 @@ cd "$(dirname "$0")/.."
 mode=${1:-all}
 pack=build/gpu-pack
 # The GPU test binaries (tests/gpu/CMakeLists.txt); each skips without a device.
-tests=(gpu_elementwise_test gpu_ops_test gpu_paged_attention_test gpu_nccl_communicator_test
+tests=(gpu_elementwise_test gpu_ops_test gpu_paged_attention_test gpu_gemm_test
+       gpu_nccl_communicator_test
        engine_device_test)
 
 now() { date +%s.%N; }
@@ -43,7 +44,8 @@ do_pack() {
     # Every library it loads but the C library's own, the driver's and NCCL.
     ldd "build/release/bin/$t" | awk '/=> \// {print $3}' | while read -r lib; do
       case "$(basename "$lib")" in
-        libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*|libnccl.so*) ;;
+        libc.so*|libm.so*|libdl.so*|libpthread.so*|librt.so*|ld-linux*|libcuda.so*) ;;
+        libnccl.so*|libcublas*) ;;  # hundreds of MB: found there (below)
         *) cp -Ln "$lib" "$pack/lib/" ;;
       esac
     done
@@ -59,13 +61,18 @@ do_run() {
     echo "gpu_check: no $pack; run 'scripts/gpu_check.sh pack' first (and carry $pack)" >&2
     exit 1
   fi
-  local nccl_dir=""
-  for f in /usr/local/cuda/lib64/libnccl.so.2 \
-           $(find /opt /usr -name libnccl.so.2 2>/dev/null | head -3); do
-    if [ -e "$f" ]; then nccl_dir=$(dirname "$f"); break; fi
-  done
-  export LD_LIBRARY_PATH="$PWD/$pack/lib${nccl_dir:+:$nccl_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-  echo "gpu_check run: commit $(cat "$pack/commit"), NCCL from ${nccl_dir:-nowhere}"
+  # NCCL and cuBLASLt: CUDA's folder, else the PyTorch install's wheels (same sonames).
+  find_lib() {
+    local f
+    for f in "/usr/local/cuda/lib64/$1" $(find /opt /usr -name "$1" 2>/dev/null | head -3); do
+      if [ -e "$f" ]; then dirname "$f"; return; fi
+    done
+  }
+  local nccl_dir cublas_dir
+  nccl_dir=$(find_lib libnccl.so.2)
+  cublas_dir=$(find_lib libcublasLt.so.13)
+  export LD_LIBRARY_PATH="$PWD/$pack/lib${nccl_dir:+:$nccl_dir}${cublas_dir:+:$cublas_dir}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  echo "gpu_check run: commit $(cat "$pack/commit"), NCCL from ${nccl_dir:-nowhere}, cuBLASLt from ${cublas_dir:-nowhere}"
   nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null ||
     echo "gpu_check: nvidia-smi found no GPU; every test below will skip"
   local rows=() failed=0

@@ -4,17 +4,13 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/elementwise.cuh"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace baton::kernels::cuda {
 namespace {
 
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
 TEST(ElementwiseTest, ScaleAddMatchesHost) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device: GPU test skipped";
+  BATON_SKIP_WITHOUT_GPU();
   constexpr int n = 1000;
   std::vector<float> a(n), b(n), out(n);
   for (int i = 0; i < n; ++i) {

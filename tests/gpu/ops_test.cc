@@ -15,17 +15,10 @@
 #include "kernels/cpu/ops.h"
 #include "kernels/cuda/ops.cuh"
 #include "kernels/cuda/sampling.cuh"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace baton::kernels::cuda {
 namespace {
-
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-#define SKIP_WITHOUT_GPU() \
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device: GPU test skipped"
 
 // A device copy of a host vector, freed at scope exit.
 template <typename T>
@@ -65,7 +58,7 @@ void ExpectNear(const std::vector<float>& got, const std::vector<float>& want, f
 }
 
 TEST(CudaOpsTest, RmsNormMatchesTheCpuKernel) {
-  SKIP_WITHOUT_GPU();
+  BATON_SKIP_WITHOUT_GPU();
   for (const int n : {64, 576, 2048, 4097}) {
     const int rows = 7;
     std::vector<float> x = Random(static_cast<size_t>(rows) * n, n);
@@ -79,7 +72,7 @@ TEST(CudaOpsTest, RmsNormMatchesTheCpuKernel) {
 }
 
 TEST(CudaOpsTest, AddRmsNormAddsTheResidualThenNormalizes) {
-  SKIP_WITHOUT_GPU();
+  BATON_SKIP_WITHOUT_GPU();
   const int rows = 5, n = 960;
   std::vector<float> residual = Random(rows * n, 1), x = Random(rows * n, 2);
   const std::vector<float> w = Random(n, 3, 0.5f, 1.5f);
@@ -95,7 +88,7 @@ TEST(CudaOpsTest, AddRmsNormAddsTheResidualThenNormalizes) {
 }
 
 TEST(CudaOpsTest, NormIsTheSameRowWhateverTheBatch) {
-  SKIP_WITHOUT_GPU();
+  BATON_SKIP_WITHOUT_GPU();
   const int n = 2048;
   const std::vector<float> x = Random(9 * n, 4), w = Random(n, 5, 0.5f, 1.5f);
   DeviceVector<float> dx(x), dw(w), all{std::vector<float>(x.size())},
@@ -107,7 +100,7 @@ TEST(CudaOpsTest, NormIsTheSameRowWhateverTheBatch) {
 }
 
 TEST(CudaOpsTest, RopeMatchesTheCpuKernelInBothLayouts) {
-  SKIP_WITHOUT_GPU();
+  BATON_SKIP_WITHOUT_GPU();
   for (const bool interleaved : {false, true}) {
     for (const int head_dim : {64, 128}) {
       const int tokens = 6, heads = 5, half = head_dim / 2;
@@ -135,7 +128,7 @@ TEST(CudaOpsTest, RopeMatchesTheCpuKernelInBothLayouts) {
 }
 
 TEST(CudaOpsTest, SwiGluMatchesTheCpuKernel) {
-  SKIP_WITHOUT_GPU();
+  BATON_SKIP_WITHOUT_GPU();
   const int64_t n = 3 * 8192 + 5;
   const std::vector<float> gate = Random(n, 6, -8.0f, 8.0f), up = Random(n, 7);
   std::vector<float> want(n);
@@ -146,7 +139,7 @@ TEST(CudaOpsTest, SwiGluMatchesTheCpuKernel) {
 }
 
 TEST(CudaOpsTest, EmbeddingGatherConvertsEachRowAndMarksBadIds) {
-  SKIP_WITHOUT_GPU();
+  BATON_SKIP_WITHOUT_GPU();
   const int64_t rows = 50;
   const int dim = 96;
   const std::vector<float> table = Random(rows * dim, 8);
@@ -187,7 +180,7 @@ TEST(CudaOpsTest, EmbeddingGatherConvertsEachRowAndMarksBadIds) {
 }
 
 TEST(CudaSamplingTest, TheGpuDrawsWhatTheCpuDraws) {
-  SKIP_WITHOUT_GPU();
+  BATON_SKIP_WITHOUT_GPU();
   std::vector<uint64_t> seeds, steps;
   for (uint64_t s : {0ull, 1ull, 2ull, 42ull, 0xFFFFFFFFFFFFFFFFull}) {
     for (uint64_t t : {0ull, 1ull, 7ull, 1000000ull}) {

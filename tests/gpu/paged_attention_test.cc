@@ -13,30 +13,13 @@
 
 #include "gtest/gtest.h"
 #include "kernels/cuda/paged_attention.cuh"
+#include "tests/gpu/gpu_test_util.h"
 
 namespace baton::kernels::cuda {
 namespace {
 
-bool HaveDevice() {
-  int count = 0;
-  return cudaGetDeviceCount(&count) == cudaSuccess && count > 0;
-}
-
-template <typename T>
-T* Upload(const std::vector<T>& host) {
-  T* p = nullptr;
-  EXPECT_EQ(cudaMalloc(&p, host.size() * sizeof(T) + 1), cudaSuccess);
-  EXPECT_EQ(cudaMemcpy(p, host.data(), host.size() * sizeof(T), cudaMemcpyHostToDevice),
-            cudaSuccess);
-  return p;
-}
-
-template <typename T>
-std::vector<T> Download(const T* p, size_t n) {
-  std::vector<T> out(n);
-  EXPECT_EQ(cudaMemcpy(out.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
-  return out;
-}
+using ::baton::testing::Download;
+using ::baton::testing::Upload;
 
 struct Shape {
   int kv_heads, group, head_dim, block_size = 16, layers = 2, layer = 1;
@@ -186,7 +169,7 @@ void CheckDecode(const Shape& s, KvType type, const std::vector<int>& lens, uint
 }
 
 TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInF32Pages) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device: GPU test skipped";
+  BATON_SKIP_WITHOUT_GPU();
   // 1B-like: 8 KV heads, groups of 4, head_dim 64; contexts inside a page, on a split
   // boundary, just past one and across several.
   CheckDecode({.kv_heads = 8, .group = 4, .head_dim = 64}, KvType::kF32, {1, 17, 256, 257, 700}, 1);
@@ -196,7 +179,7 @@ TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInF32Pages) {
 }
 
 TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInBf16Pages) {
-  if (!HaveDevice()) GTEST_SKIP() << "no CUDA device: GPU test skipped";
+  BATON_SKIP_WITHOUT_GPU();
   CheckDecode({.kv_heads = 8, .group = 4, .head_dim = 64}, KvType::kBf16, {3, 256, 1000}, 4);
   CheckDecode({.kv_heads = 4, .group = 8, .head_dim = 128}, KvType::kBf16, {129, 64}, 5);
 }
