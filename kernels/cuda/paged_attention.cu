@@ -155,6 +155,107 @@ __global__ void MergeSplitsKernel(const int32_t* context_lens, int num_q_heads, 
   }
 }
 
+// 8 threads per query, each holding head_dim / 8 of its dims (interleaved: d = lane8 +
+// 8 * j), so that a dot product is 8 partial sums and three xor shuffles.
+constexpr int kLanesPerQuery = kThreads / kPrefillQueries;
+static_assert(kLanesPerQuery == 8);
+constexpr int kMaxDimsPerLane = kMaxHeadDim / kLanesPerQuery;
+
+template <typename T>
+__global__ void PrefillKernel(const float* q, const T* base, int64_t page_stride,
+                              int64_t head_stride, int64_t rows, int block_size, int head_dim,
+                              const int32_t* block_tables, int max_blocks,
+                              const int32_t* query_starts, const int32_t* query_lens,
+                              const int32_t* context_lens, int num_q_heads, int group, float scale,
+                              float* out) {
+  const int tile = blockIdx.x, q_head = blockIdx.y, seq = blockIdx.z;
+  const int qlen = query_lens[seq];
+  if (tile * kPrefillQueries >= qlen) return;
+  const int ctx = context_lens[seq];
+  const int first_pos = ctx - qlen;  // position of the sequence's first new token
+  const int kv_head = q_head / group;
+  const int qi = threadIdx.x / kLanesPerQuery, lane8 = threadIdx.x % kLanesPerQuery;
+  const int local = tile * kPrefillQueries + qi;  // this thread's query within the chunk
+  const bool active = local < qlen;
+  const int pos = first_pos + (active ? local : qlen - 1);
+  const int dims = head_dim / kLanesPerQuery;
+
+  float qd[kMaxDimsPerLane], acc[kMaxDimsPerLane];
+  const float* qrow =
+      q + (static_cast<int64_t>(query_starts[seq] + (active ? local : 0)) * num_q_heads + q_head) *
+              head_dim;
+#pragma unroll
+  for (int j = 0; j < kMaxDimsPerLane; ++j) {
+    qd[j] = j < dims ? qrow[lane8 + kLanesPerQuery * j] * scale : 0.0f;
+    acc[j] = 0.0f;
+  }
+  float m = -INFINITY, l = 0.0f;
+
+  extern __shared__ float tile_rows[];  // [kPrefillKeys][head_dim]: K, then V
+  const int32_t* table = block_tables + static_cast<int64_t>(seq) * max_blocks;
+  const int last_pos = first_pos + min(qlen, (tile + 1) * kPrefillQueries) - 1;
+  for (int k0 = 0; k0 <= last_pos; k0 += kPrefillKeys) {
+    const int count = min(kPrefillKeys, last_pos + 1 - k0);
+    const auto load = [&](int half) {
+      __syncthreads();  // the previous rows are no longer read
+      for (int i = threadIdx.x; i < count * head_dim; i += kThreads) {
+        const int j = i / head_dim, d = i % head_dim, p = k0 + j;
+        tile_rows[i] = Load(base + static_cast<int64_t>(table[p / block_size]) * page_stride +
+                            kv_head * head_stride + half * rows +
+                            static_cast<int64_t>(p % block_size) * head_dim + d);
+      }
+      __syncthreads();
+    };
+    load(0);
+    float s[kPrefillKeys];
+    float tile_max = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < kPrefillKeys; ++j) {
+      float partial = 0.0f;
+      if (j < count) {
+#pragma unroll
+        for (int d = 0; d < kMaxDimsPerLane; ++d) {
+          if (d < dims) partial += qd[d] * tile_rows[j * head_dim + lane8 + kLanesPerQuery * d];
+        }
+      }
+      // The 8 lanes of a query are consecutive in the warp: xor 4, 2, 1 stays among them.
+      partial += __shfl_xor_sync(0xffffffffu, partial, 4);
+      partial += __shfl_xor_sync(0xffffffffu, partial, 2);
+      partial += __shfl_xor_sync(0xffffffffu, partial, 1);
+      s[j] = j < count && k0 + j <= pos ? partial : -INFINITY;  // causal
+      tile_max = fmaxf(tile_max, s[j]);
+    }
+    const float m_new = fmaxf(m, tile_max);
+    const float rescale = m == -INFINITY ? 0.0f : expf(m - m_new);
+    l *= rescale;
+#pragma unroll
+    for (int d = 0; d < kMaxDimsPerLane; ++d) acc[d] *= rescale;
+#pragma unroll
+    for (int j = 0; j < kPrefillKeys; ++j) {
+      s[j] = s[j] == -INFINITY ? 0.0f : expf(s[j] - m_new);
+      l += s[j];
+    }
+    m = m_new;
+    load(1);
+#pragma unroll
+    for (int j = 0; j < kPrefillKeys; ++j) {
+      if (j >= count) break;
+#pragma unroll
+      for (int d = 0; d < kMaxDimsPerLane; ++d) {
+        if (d < dims) acc[d] += s[j] * tile_rows[j * head_dim + lane8 + kLanesPerQuery * d];
+      }
+    }
+  }
+  if (!active) return;
+  float* orow =
+      out + (static_cast<int64_t>(query_starts[seq] + local) * num_q_heads + q_head) * head_dim;
+  const float inv = 1.0f / l;
+#pragma unroll
+  for (int d = 0; d < kMaxDimsPerLane; ++d) {
+    if (d < dims) orow[lane8 + kLanesPerQuery * d] = acc[d] * inv;
+  }
+}
+
 int MaxSplits(int max_context) { return (max_context + kDecodeSplit - 1) / kDecodeSplit; }
 
 }  // namespace
@@ -215,6 +316,33 @@ cudaError_t DecodeAttention(const float* q, const PagedKv& kv, const int32_t* bl
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   MergeSplitsKernel<<<dim3(num_q_heads, num_seqs), kv.head_dim, 0, stream>>>(
       context_lens, num_q_heads, kv.head_dim, max_splits, p, out);
+  return cudaGetLastError();
+}
+
+cudaError_t PrefillAttention(const float* q, const PagedKv& kv, const int32_t* block_tables,
+                             int max_blocks, const int32_t* query_starts, const int32_t* query_lens,
+                             const int32_t* context_lens, int num_seqs, int max_query_len,
+                             int num_q_heads, int num_kv_heads, float scale, float* out,
+                             cudaStream_t stream) {
+  if (num_seqs <= 0 || max_query_len <= 0) return cudaSuccess;
+  if (kv.head_dim <= 0 || kv.head_dim % 32 != 0 || kv.head_dim > kMaxHeadDim || num_kv_heads <= 0 ||
+      num_q_heads % num_kv_heads != 0 || max_blocks <= 0) {
+    return cudaErrorInvalidValue;
+  }
+  const int group = num_q_heads / num_kv_heads;
+  const dim3 grid((max_query_len + kPrefillQueries - 1) / kPrefillQueries, num_q_heads, num_seqs);
+  const size_t shared = static_cast<size_t>(kPrefillKeys) * kv.head_dim * sizeof(float);
+  if (kv.type == KvType::kF32) {
+    PrefillKernel<<<grid, kThreads, shared, stream>>>(
+        q, static_cast<const float*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
+        kv.block_size, kv.head_dim, block_tables, max_blocks, query_starts, query_lens,
+        context_lens, num_q_heads, group, scale, out);
+  } else {
+    PrefillKernel<<<grid, kThreads, shared, stream>>>(
+        q, static_cast<const __nv_bfloat16*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
+        kv.block_size, kv.head_dim, block_tables, max_blocks, query_starts, query_lens,
+        context_lens, num_q_heads, group, scale, out);
+  }
   return cudaGetLastError();
 }
 

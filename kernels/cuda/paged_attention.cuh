@@ -56,4 +56,21 @@ cudaError_t DecodeAttention(const float* q, const PagedKv& kv, const int32_t* bl
                             int num_q_heads, int num_kv_heads, int max_context, float scale,
                             void* workspace, float* out, cudaStream_t stream);
 
+// Causal attention for a ragged batch of prompt chunks (prefill), flash-style: sequence s
+// brings query_lens[s] new tokens, rows query_starts[s].. of q and out ([tokens]
+// [num_q_heads][head_dim] f32), at positions context_lens[s] - query_lens[s] onward; its
+// first context_lens[s] positions are in its pages (a cached prefix, then the chunk, whose
+// K/V WritePagedKv wrote first). Each block takes kPrefillQueries queries of one head and
+// walks key tiles of kPrefillKeys positions with an online softmax, so a query's result
+// depends only on its own sequence. Every query_lens[s] must be at most max_query_len,
+// and every context at most max_blocks * block_size. cudaErrorInvalidValue as for
+// DecodeAttention.
+inline constexpr int kPrefillQueries = 16;
+inline constexpr int kPrefillKeys = 32;
+cudaError_t PrefillAttention(const float* q, const PagedKv& kv, const int32_t* block_tables,
+                             int max_blocks, const int32_t* query_starts, const int32_t* query_lens,
+                             const int32_t* context_lens, int num_seqs, int max_query_len,
+                             int num_q_heads, int num_kv_heads, float scale, float* out,
+                             cudaStream_t stream);
+
 }  // namespace baton::kernels::cuda

@@ -1,6 +1,7 @@
-// The GPU's paged KV write and decode attention against a float64 reference on the host,
-// over page tables that are not contiguous, in f32 and bf16 pages, with contexts that end
-// inside a page, on a split boundary and past several splits. Skipped without a GPU.
+// The GPU's paged KV write, decode and prefill attention against a float64 reference on
+// the host, over page tables that are not contiguous, in f32 and bf16 pages, with contexts
+// that end inside a page, on a split boundary and past several splits, and prefill chunks
+// after cached prefixes. Skipped without a GPU.
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
@@ -9,6 +10,7 @@
 #include <cstdint>
 #include <numeric>
 #include <random>
+#include <utility>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -29,143 +31,225 @@ struct Shape {
   int64_t page_stride() const { return layers * kv_heads * head_stride(); }
 };
 
-// Writes every sequence's K and V with WritePagedKv into shuffled pages, runs
-// DecodeAttention, and compares each output with a float64 softmax over the values the
-// pages hold (read back, so that bf16 rounding is the reference's too).
-void CheckDecode(const Shape& s, KvType type, const std::vector<int>& lens, uint32_t seed) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
-  const int num_seqs = static_cast<int>(lens.size());
-  const int max_context = *std::max_element(lens.begin(), lens.end());
-  const int max_blocks = (max_context + s.block_size - 1) / s.block_size;
-  const int num_pages = num_seqs * max_blocks + 3;
-  std::vector<int32_t> pages(num_pages);
-  std::iota(pages.begin(), pages.end(), 0);
-  std::shuffle(pages.begin(), pages.end(), rng);  // tables that are not contiguous
-  std::vector<int32_t> tables(static_cast<size_t>(num_seqs) * max_blocks);
-  for (size_t i = 0; i < tables.size(); ++i) tables[i] = pages[i];
-
-  // Every token's K and V, and where it goes.
-  const int tokens = std::accumulate(lens.begin(), lens.end(), 0);
-  std::vector<float> k(static_cast<size_t>(tokens) * s.kv_heads * s.head_dim), v(k.size());
-  for (float& x : k) x = uni(rng);
-  for (float& x : v) x = uni(rng);
-  std::vector<int32_t> slot_pages, slot_rows;
-  for (int q = 0; q < num_seqs; ++q) {
-    for (int t = 0; t < lens[q]; ++t) {
-      slot_pages.push_back(tables[q * max_blocks + t / s.block_size]);
-      slot_rows.push_back(t % s.block_size);
-    }
-  }
-  const size_t elem = type == KvType::kF32 ? 4 : 2;
-  const int64_t pool_elems = num_pages * s.page_stride();
-  void* pool = nullptr;
-  ASSERT_EQ(cudaMalloc(&pool, pool_elems * elem), cudaSuccess);
-  ASSERT_EQ(cudaMemset(pool, 0xFF, pool_elems * elem), cudaSuccess);  // NaN where unwritten
+// Sequences' pages on the device: contexts of the given lengths, in shuffled pages
+// poisoned with NaN, every position's K and V written by WritePagedKv; `held` is the pool
+// as read back, so that bf16 rounding is the reference's too.
+struct Pool {
+  Shape s;
+  KvType type;
+  std::vector<int32_t> tables;  // [seq][max_blocks]
+  int max_blocks = 0;
   PagedKv kv;
-  kv.type = type;
-  kv.base = static_cast<char*>(pool) + s.layer * s.kv_heads * s.head_stride() * elem;
-  kv.page_stride = s.page_stride();
-  kv.head_stride = s.head_stride();
-  kv.rows = s.rows();
-  kv.block_size = s.block_size;
-  kv.head_dim = s.head_dim;
-  float *dk = Upload(k), *dv = Upload(v);
-  int32_t *dsp = Upload(slot_pages), *dsr = Upload(slot_rows);
-  ASSERT_EQ(WritePagedKv(kv, s.kv_heads, dk, dv, dsp, dsr, tokens, nullptr), cudaSuccess);
+  std::vector<float> held;
+  void* device = nullptr;
+  int32_t* device_tables = nullptr;
 
-  // The values as the pages hold them.
-  std::vector<float> held(pool_elems);
-  if (type == KvType::kF32) {
-    held = Download(static_cast<const float*>(pool), pool_elems);
-  } else {
-    const auto raw = Download(static_cast<const __nv_bfloat16*>(pool), pool_elems);
-    for (int64_t i = 0; i < pool_elems; ++i) held[i] = __bfloat162float(raw[i]);
-  }
-  const auto at = [&](int page, int head, int half, int pos, int d) {
-    return held[page * s.page_stride() + (s.layer * s.kv_heads + head) * s.head_stride() +
-                half * s.rows() + static_cast<int64_t>(pos) * s.head_dim + d];
-  };
-  // The write put each token's row where the layout says, rounded once.
-  for (int t = 0, q = 0, base = 0; t < tokens; ++t) {
-    while (t - base >= lens[q]) base += lens[q++];
-    for (int h = 0; h < s.kv_heads; ++h) {
-      for (int d = 0; d < s.head_dim; ++d) {
-        const float want = k[(static_cast<size_t>(t) * s.kv_heads + h) * s.head_dim + d];
-        const float got = at(slot_pages[t], h, 0, slot_rows[t], d);
-        if (type == KvType::kF32) {
-          ASSERT_EQ(got, want);
-        } else {
-          ASSERT_EQ(got, __bfloat162float(__float2bfloat16_rn(want)));
+  Pool(const Shape& shape, KvType t, const std::vector<int32_t>& contexts, std::mt19937& rng)
+      : s(shape), type(t) {
+    std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+    const int num_seqs = static_cast<int>(contexts.size());
+    const int max_context = *std::max_element(contexts.begin(), contexts.end());
+    max_blocks = (max_context + s.block_size - 1) / s.block_size;
+    const int num_pages = num_seqs * max_blocks + 3;
+    std::vector<int32_t> pages(num_pages);
+    std::iota(pages.begin(), pages.end(), 0);
+    std::shuffle(pages.begin(), pages.end(), rng);  // tables that are not contiguous
+    tables.assign(pages.begin(), pages.begin() + num_seqs * max_blocks);
+    const int tokens = std::accumulate(contexts.begin(), contexts.end(), 0);
+    std::vector<float> k(static_cast<size_t>(tokens) * s.kv_heads * s.head_dim), v(k.size());
+    for (float& x : k) x = uni(rng);
+    for (float& x : v) x = uni(rng);
+    std::vector<int32_t> slot_pages, slot_rows;
+    for (int q = 0; q < num_seqs; ++q) {
+      for (int p = 0; p < contexts[q]; ++p) {
+        slot_pages.push_back(tables[q * max_blocks + p / s.block_size]);
+        slot_rows.push_back(p % s.block_size);
+      }
+    }
+    const size_t elem = type == KvType::kF32 ? 4 : 2;
+    const int64_t pool_elems = num_pages * s.page_stride();
+    EXPECT_EQ(cudaMalloc(&device, pool_elems * elem), cudaSuccess);
+    EXPECT_EQ(cudaMemset(device, 0xFF, pool_elems * elem), cudaSuccess);  // NaN if unwritten
+    kv.type = type;
+    kv.base = static_cast<char*>(device) + s.layer * s.kv_heads * s.head_stride() * elem;
+    kv.page_stride = s.page_stride();
+    kv.head_stride = s.head_stride();
+    kv.rows = s.rows();
+    kv.block_size = s.block_size;
+    kv.head_dim = s.head_dim;
+    float *dk = Upload(k), *dv = Upload(v);
+    int32_t *dsp = Upload(slot_pages), *dsr = Upload(slot_rows);
+    EXPECT_EQ(WritePagedKv(kv, s.kv_heads, dk, dv, dsp, dsr, tokens, nullptr), cudaSuccess);
+    if (type == KvType::kF32) {
+      held = Download(static_cast<const float*>(device), pool_elems);
+    } else {
+      const auto raw = Download(static_cast<const __nv_bfloat16*>(device), pool_elems);
+      held.resize(pool_elems);
+      for (int64_t i = 0; i < pool_elems; ++i) held[i] = __bfloat162float(raw[i]);
+    }
+    for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dsp),
+                    static_cast<void*>(dsr)}) {
+      cudaFree(p);
+    }
+    // The write put each token's row where the layout says, rounded once.
+    for (int t = 0; t < tokens; ++t) {
+      for (int h = 0; h < s.kv_heads; ++h) {
+        for (int d = 0; d < s.head_dim; ++d) {
+          const float want = k[(static_cast<size_t>(t) * s.kv_heads + h) * s.head_dim + d];
+          const float got = at(slot_pages[t], h, 0, slot_rows[t], d);
+          EXPECT_EQ(got, type == KvType::kF32 ? want : __bfloat162float(__float2bfloat16_rn(want)))
+              << "token " << t << " head " << h << " dim " << d;
         }
       }
     }
+    device_tables = Upload(tables);
+  }
+  ~Pool() {
+    cudaFree(device);
+    cudaFree(device_tables);
   }
 
-  std::vector<float> q(static_cast<size_t>(num_seqs) * s.q_heads() * s.head_dim);
+  float at(int page, int head, int half, int pos, int d) const {
+    return held[page * s.page_stride() + (s.layer * s.kv_heads + head) * s.head_stride() +
+                half * s.rows() + static_cast<int64_t>(pos) * s.head_dim + d];
+  }
+
+  // softmax(q . K[0..pos]^T * scale) . V[0..pos] of sequence `seq`, KV head `head`, in
+  // float64: head_dim values.
+  std::vector<double> Reference(const float* q, int seq, int head, int pos, float scale) const {
+    std::vector<double> score(pos + 1);
+    double m = -INFINITY;
+    for (int t = 0; t <= pos; ++t) {
+      const int page = tables[seq * max_blocks + t / s.block_size];
+      double dot = 0;
+      for (int d = 0; d < s.head_dim; ++d) {
+        dot += static_cast<double>(q[d]) * at(page, head, 0, t % s.block_size, d);
+      }
+      score[t] = dot * scale;
+      m = std::max(m, score[t]);
+    }
+    double sum = 0;
+    for (double& x : score) sum += (x = std::exp(x - m));
+    std::vector<double> out(s.head_dim, 0.0);
+    for (int t = 0; t <= pos; ++t) {
+      const int page = tables[seq * max_blocks + t / s.block_size];
+      for (int d = 0; d < s.head_dim; ++d)
+        out[d] += score[t] * at(page, head, 1, t % s.block_size, d);
+    }
+    for (double& x : out) x /= sum;
+    return out;
+  }
+};
+
+std::vector<float> RandomQueries(size_t n, std::mt19937& rng) {
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  std::vector<float> q(n);
   for (float& x : q) x = uni(rng);
+  return q;
+}
+
+// DecodeAttention over contexts of `lens`, against the reference; then the last sequence
+// alone must give the bits it gave in the batch.
+void CheckDecode(const Shape& s, KvType type, const std::vector<int32_t>& lens, uint32_t seed) {
+  std::mt19937 rng(seed);
+  const Pool pool(s, type, lens, rng);
+  const int num_seqs = static_cast<int>(lens.size());
+  const int max_context = *std::max_element(lens.begin(), lens.end());
+  const std::vector<float> q =
+      RandomQueries(static_cast<size_t>(num_seqs) * s.q_heads() * s.head_dim, rng);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   float* dq = Upload(q);
-  int32_t *dtables = Upload(tables),
-          *dlens = Upload(std::vector<int32_t>(lens.begin(), lens.end()));
+  int32_t* dlens = Upload(lens);
   void* workspace = nullptr;
   ASSERT_EQ(cudaMalloc(&workspace, DecodeAttentionWorkspaceBytes(num_seqs, s.q_heads(), s.head_dim,
                                                                  max_context)),
             cudaSuccess);
-  float* dout = nullptr;
-  ASSERT_EQ(cudaMalloc(&dout, q.size() * sizeof(float)), cudaSuccess);
-  ASSERT_EQ(DecodeAttention(dq, kv, dtables, max_blocks, dlens, num_seqs, s.q_heads(), s.kv_heads,
-                            max_context, scale, workspace, dout, nullptr),
+  float* dout = Upload(std::vector<float>(q.size(), NAN));
+  ASSERT_EQ(DecodeAttention(dq, pool.kv, pool.device_tables, pool.max_blocks, dlens, num_seqs,
+                            s.q_heads(), s.kv_heads, max_context, scale, workspace, dout, nullptr),
             cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
   const std::vector<float> out = Download(dout, q.size());
-
   for (int seq = 0; seq < num_seqs; ++seq) {
     for (int qh = 0; qh < s.q_heads(); ++qh) {
-      const int h = qh / s.group;
-      const float* qv = &q[(static_cast<size_t>(seq) * s.q_heads() + qh) * s.head_dim];
-      std::vector<double> score(lens[seq]);
-      double m = -INFINITY;
-      for (int t = 0; t < lens[seq]; ++t) {
-        const int page = tables[seq * max_blocks + t / s.block_size];
-        double dot = 0;
-        for (int d = 0; d < s.head_dim; ++d) {
-          dot += static_cast<double>(qv[d]) * at(page, h, 0, t % s.block_size, d);
-        }
-        score[t] = dot * scale;
-        m = std::max(m, score[t]);
-      }
-      double sum = 0;
-      for (double& x : score) sum += (x = std::exp(x - m));
+      const size_t row = (static_cast<size_t>(seq) * s.q_heads() + qh) * s.head_dim;
+      const std::vector<double> want =
+          pool.Reference(&q[row], seq, qh / s.group, lens[seq] - 1, scale);
       for (int d = 0; d < s.head_dim; ++d) {
-        double want = 0;
-        for (int t = 0; t < lens[seq]; ++t) {
-          want +=
-              score[t] * at(tables[seq * max_blocks + t / s.block_size], h, 1, t % s.block_size, d);
-        }
-        want /= sum;
-        const float got = out[(static_cast<size_t>(seq) * s.q_heads() + qh) * s.head_dim + d];
-        ASSERT_NEAR(got, want, 2e-5)
+        ASSERT_NEAR(out[row + d], want[d], 2e-5)
             << "seq " << seq << " (len " << lens[seq] << ") head " << qh << " dim " << d;
       }
     }
   }
-
-  // Batch invariance: the last sequence alone gives the same bits as in the batch.
   const int last = num_seqs - 1;
-  ASSERT_EQ(DecodeAttention(dq + static_cast<size_t>(last) * s.q_heads() * s.head_dim, kv,
-                            dtables + last * max_blocks, max_blocks, dlens + last, 1, s.q_heads(),
-                            s.kv_heads, max_context, scale, workspace, dout, nullptr),
+  const size_t last_row = static_cast<size_t>(last) * s.q_heads() * s.head_dim;
+  ASSERT_EQ(DecodeAttention(dq + last_row, pool.kv, pool.device_tables + last * pool.max_blocks,
+                            pool.max_blocks, dlens + last, 1, s.q_heads(), s.kv_heads, max_context,
+                            scale, workspace, dout, nullptr),
             cudaSuccess);
   const std::vector<float> alone = Download(dout, static_cast<size_t>(s.q_heads()) * s.head_dim);
-  for (size_t i = 0; i < alone.size(); ++i) {
-    ASSERT_EQ(alone[i], out[static_cast<size_t>(last) * s.q_heads() * s.head_dim + i]) << i;
-  }
-  for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dsp),
-                  static_cast<void*>(dsr), static_cast<void*>(dq), static_cast<void*>(dtables),
-                  static_cast<void*>(dlens), workspace, static_cast<void*>(dout), pool}) {
+  for (size_t i = 0; i < alone.size(); ++i) ASSERT_EQ(alone[i], out[last_row + i]) << i;
+  for (void* p :
+       {static_cast<void*>(dq), static_cast<void*>(dlens), workspace, static_cast<void*>(dout)}) {
     cudaFree(p);
   }
+}
+
+// PrefillAttention over chunks of (cached, new) positions per sequence: each new token
+// attends causally to its whole context.
+void CheckPrefill(const Shape& s, KvType type, const std::vector<std::pair<int, int>>& chunks,
+                  uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::vector<int32_t> ctx, qlen, qstart;
+  int tokens = 0, max_q = 0;
+  for (const auto& [cached, fresh] : chunks) {
+    ctx.push_back(cached + fresh);
+    qlen.push_back(fresh);
+    qstart.push_back(tokens);
+    tokens += fresh;
+    max_q = std::max(max_q, fresh);
+  }
+  const Pool pool(s, type, ctx, rng);
+  const int num_seqs = static_cast<int>(chunks.size());
+  const std::vector<float> q =
+      RandomQueries(static_cast<size_t>(tokens) * s.q_heads() * s.head_dim, rng);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  float* dq = Upload(q);
+  float* dout = Upload(std::vector<float>(q.size(), NAN));
+  int32_t *dstart = Upload(qstart), *dqlen = Upload(qlen), *dctx = Upload(ctx);
+  ASSERT_EQ(PrefillAttention(dq, pool.kv, pool.device_tables, pool.max_blocks, dstart, dqlen, dctx,
+                             num_seqs, max_q, s.q_heads(), s.kv_heads, scale, dout, nullptr),
+            cudaSuccess);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<float> out = Download(dout, q.size());
+  for (int seq = 0; seq < num_seqs; ++seq) {
+    for (int i = 0; i < qlen[seq]; ++i) {
+      const int pos = ctx[seq] - qlen[seq] + i;
+      for (int qh = 0; qh < s.q_heads(); ++qh) {
+        const size_t row = (static_cast<size_t>(qstart[seq] + i) * s.q_heads() + qh) * s.head_dim;
+        const std::vector<double> want = pool.Reference(&q[row], seq, qh / s.group, pos, scale);
+        for (int d = 0; d < s.head_dim; ++d) {
+          ASSERT_NEAR(out[row + d], want[d], 2e-5)
+              << "seq " << seq << " query " << i << " (position " << pos << ") head " << qh
+              << " dim " << d;
+        }
+      }
+    }
+  }
+  for (void* p : {static_cast<void*>(dq), static_cast<void*>(dout), static_cast<void*>(dstart),
+                  static_cast<void*>(dqlen), static_cast<void*>(dctx)}) {
+    cudaFree(p);
+  }
+}
+
+TEST(PagedAttentionTest, PrefillChunksMatchAFloat64Reference) {
+  BATON_SKIP_WITHOUT_GPU();
+  // (cached prefix, new tokens): a whole prompt, a chunk after a cached prefix, a short
+  // chunk after a long one, and one token (a decode step through the prefill kernel).
+  const std::vector<std::pair<int, int>> chunks = {{0, 37}, {20, 16}, {300, 5}, {5, 1}};
+  CheckPrefill({.kv_heads = 8, .group = 4, .head_dim = 64}, KvType::kF32, chunks, 6);
+  CheckPrefill({.kv_heads = 3, .group = 3, .head_dim = 64}, KvType::kBf16, chunks, 7);
+  CheckPrefill({.kv_heads = 2, .group = 2, .head_dim = 128}, KvType::kF32, {{64, 70}}, 8);
 }
 
 TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInF32Pages) {
