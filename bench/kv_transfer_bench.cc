@@ -371,6 +371,7 @@ bool PushGroups(const std::string& tls, const std::string& pool_mode, const Shap
     const auto on_start = [&start]() noexcept { start = Clock::now(); };
     std::barrier sync(pair.senders, on_start);
     std::vector<std::thread> threads;
+    threads.reserve(pair.senders);
     for (int s = 0; s < pair.senders; ++s) {
       threads.emplace_back([&, s] {
         sync.arrive_and_wait();

@@ -221,6 +221,26 @@ void SequenceSampler::ApplyLogitProcessors(std::span<float> logits) const {
   }
 }
 
+void SequenceSampler::AppendLogitProcessors(kernels::LogitProcessorLists* lists) const {
+  for (const auto& [id, bias] : params_.logit_bias) {
+    lists->bias_ids.push_back(id);
+    lists->bias_values.push_back(bias);
+  }
+  lists->bias_offsets.push_back(static_cast<int32_t>(lists->bias_ids.size()));
+  lists->repetition_penalty.push_back(static_cast<float>(params_.repetition_penalty));
+  if (params_.repetition_penalty != 1.0)
+    lists->seen_ids.insert(lists->seen_ids.end(), seen_.begin(), seen_.end());
+  lists->seen_offsets.push_back(static_cast<int32_t>(lists->seen_ids.size()));
+  if (params_.presence_penalty != 0.0 || params_.frequency_penalty != 0.0) {
+    for (const auto& [id, count] : output_counts_) {
+      lists->penalty_ids.push_back(id);
+      lists->penalty_values.push_back(static_cast<float>(
+          params_.frequency_penalty * count + (count > 0 ? params_.presence_penalty : 0.0)));
+    }
+  }
+  lists->penalty_offsets.push_back(static_cast<int32_t>(lists->penalty_ids.size()));
+}
+
 SampledToken SequenceSampler::Sample(std::span<const float> logits) {
   BATON_CHECK(!logits.empty());
   work_.resize(logits.size());

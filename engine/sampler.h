@@ -21,6 +21,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "engine/sampling_params.h"
+#include "kernels/logit_processors.h"
 
 namespace baton::engine {
 
@@ -67,6 +68,11 @@ class SequenceSampler {
   // Applies logit_bias, the repetition penalty and the presence/frequency penalties to
   // `logits` in place, as Sample does before temperature.
   void ApplyLogitProcessors(std::span<float> logits) const;
+
+  // Appends this sequence's processors to a batch's lists (kernels/logit_processors.h),
+  // for a backend that applies them elsewhere (the GPU): the same operations, in the
+  // same order, with the same float values.
+  void AppendLogitProcessors(kernels::LogitProcessorLists* lists) const;
 
   uint64_t seed() const { return seed_; }
   // Tokens accepted so far: the output position of the next Sample.

@@ -20,7 +20,7 @@ cd "$(dirname "$0")/.."
 mode=${1:-all}
 pack=build/gpu-pack
 # The GPU test binaries (tests/gpu/CMakeLists.txt); each skips without a device.
-tests=(gpu_elementwise_test gpu_ops_test gpu_paged_attention_test gpu_gemm_test
+tests=(gpu_elementwise_test gpu_ops_test gpu_paged_attention_test gpu_gemm_test gpu_sampling_test
        gpu_nccl_communicator_test
        engine_device_test)
 

@@ -458,3 +458,48 @@ TEST(SamplerTest, NonFiniteLogitsAreNeverSampled) {
 
 }  // namespace
 }  // namespace baton::engine
+
+namespace baton::engine {
+namespace {
+
+// The flat lists a GPU applies (kernels/logit_processors.h) give the bits the sampler's
+// own processors give, sequence by sequence in one batch.
+TEST(SamplerTest, LogitProcessorListsApplyWhatTheSamplerApplies) {
+  const int vocab = 300;
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> uni(-5.0f, 5.0f);
+  std::vector<SamplingParams> params(4);
+  params[0].logit_bias = {{3, 2.5f}, {299, -100.0f}, {3, 1.0f}, {vocab + 7, 4.0f}};  // 3 twice
+  params[1].repetition_penalty = 1.3;
+  params[2].presence_penalty = 0.7;
+  params[2].frequency_penalty = -0.4;
+  params[3] = params[0];
+  params[3].repetition_penalty = 0.8;
+  params[3].frequency_penalty = 1.5;
+  const std::vector<int32_t> prompt = {1, 5, 5, 9, 250, vocab + 3};
+  const std::vector<int32_t> outputs = {9, 9, 12, 250, 7};
+  kernels::LogitProcessorLists lists;
+  std::vector<std::vector<float>> want;
+  for (const SamplingParams& p : params) {
+    const SequenceSampler sampler(p, prompt, /*seed=*/1, outputs);
+    sampler.AppendLogitProcessors(&lists);
+    std::vector<float> logits(vocab);
+    for (float& x : logits) x = uni(rng);
+    want.push_back(logits);
+    sampler.ApplyLogitProcessors(want.back());
+  }
+  ASSERT_EQ(lists.num_seqs(), 4);
+  // The same logits again (the rng replays), through the lists.
+  rng.seed(11);
+  for (int s = 0; s < lists.num_seqs(); ++s) {
+    std::vector<float> logits(vocab);
+    for (float& x : logits) x = uni(rng);
+    const std::vector<float> before = logits;
+    kernels::ApplyLogitProcessorLists(lists, s, logits);
+    for (int i = 0; i < vocab; ++i) ASSERT_EQ(logits[i], want[s][i]) << "seq " << s << " id " << i;
+    EXPECT_NE(logits, before) << "seq " << s << ": its processors changed nothing";
+  }
+}
+
+}  // namespace
+}  // namespace baton::engine
