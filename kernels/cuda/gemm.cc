@@ -1,5 +1,7 @@
 #include "kernels/cuda/gemm.h"
 
+#include <cstdint>
+
 #include "absl/strings/str_cat.h"
 #include "common/cublas_status.h"
 #include "common/cuda_status.h"
@@ -10,6 +12,8 @@ namespace {
 
 // The m a batch-invariant plan is chosen for; it then serves every m of its (n, k).
 constexpr int kInvariantPlanRows = 128;
+// The operand alignment every plan is chosen for, in bytes.
+constexpr int kAlignment = 16;
 
 cudaDataType_t CudaType(GemmOut t) { return t == GemmOut::kF32 ? CUDA_R_32F : CUDA_R_16BF; }
 
@@ -73,6 +77,17 @@ absl::StatusOr<const Gemm::Plan*> Gemm::PlanFor(int m, int n, int k, GemmOut out
   const uint64_t workspace = static_cast<uint64_t>(workspace_bytes_);
   cublasStatus_t s = cublasLtMatmulPreferenceSetAttribute(
       preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &workspace, sizeof(workspace));
+  // The default asks for 256-byte-aligned operands; a row of a batch (x + r * k) is only
+  // 16-byte aligned (Linear checks that much).
+  const uint32_t alignment = kAlignment;
+  for (const auto attribute :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES}) {
+    if (s == CUBLAS_STATUS_SUCCESS) {
+      s = cublasLtMatmulPreferenceSetAttribute(preference, attribute, &alignment,
+                                               sizeof(alignment));
+    }
+  }
   constexpr int kWanted = 16;
   cublasLtMatmulHeuristicResult_t results[kWanted] = {};
   int returned = 0;
@@ -115,6 +130,13 @@ absl::Status Gemm::Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int m,
     return absl::InvalidArgumentError(
         absl::StrCat("GEMM shape m=", m, " n=", n, " k=", k, ": each must be at least 1"));
   }
+  for (const void* p :
+       {static_cast<const void*>(x), static_cast<const void*>(w), static_cast<const void*>(out)}) {
+    if (reinterpret_cast<uintptr_t>(p) % kAlignment != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("GEMM operands must be ", kAlignment, "-byte aligned"));
+    }
+  }
   BATON_ASSIGN_OR_RETURN(const Plan* plan, PlanFor(m, n, k, out_type));
   Layouts layouts;
   BATON_RETURN_IF_ERROR(layouts.Init(m, n, k, out_type));
@@ -123,6 +145,11 @@ absl::Status Gemm::Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int m,
     cublasLtMatmulHeuristicResult_t check = {};
     BATON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmulAlgoCheck(
         handle_, plan->desc, layouts.a, layouts.b, layouts.c, layouts.c, &plan->algo, &check));
+    if (check.workspaceSize > static_cast<size_t>(workspace_bytes_)) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "the batch-invariant GEMM plan for n=", n, " k=", k, " needs ", check.workspaceSize,
+          " bytes of workspace at m=", m, "; it has ", workspace_bytes_));
+    }
   }
   const float one = 1.0f, zero = 0.0f;
   BATON_CUBLAS_RETURN_IF_ERROR(cublasLtMatmul(

@@ -33,7 +33,9 @@ class Gemm {
   Gemm& operator=(const Gemm&) = delete;
 
   // out = x . w^T: x is [m][k], w is [n][k] (a linear layer's weight as stored), out is
-  // [m][n] of `out_type`; all row-major, on the device. InvalidArgument for shapes under 1.
+  // [m][n] of `out_type`; all row-major, on the device, 16-byte aligned. InvalidArgument
+  // for shapes under 1 or unaligned operands. One workspace serves every call: calls on
+  // different streams must not overlap.
   absl::Status Linear(const __nv_bfloat16* x, const __nv_bfloat16* w, int m, int n, int k,
                       GemmOut out_type, void* out, cudaStream_t stream);
 

@@ -32,6 +32,7 @@ __global__ void WriteKvKernel(T* base, int64_t page_stride, int64_t head_stride,
                               const int32_t* slot_pages, const int32_t* slot_rows) {
   const int t = blockIdx.x;
   const int64_t page = slot_pages[t], row = slot_rows[t];
+  if (page < 0 || row < 0) return;  // a padding slot
   const float* kt = k + static_cast<int64_t>(t) * num_kv_heads * head_dim;
   const float* vt = v + static_cast<int64_t>(t) * num_kv_heads * head_dim;
   for (int i = threadIdx.x; i < num_kv_heads * head_dim; i += blockDim.x) {
@@ -57,7 +58,8 @@ __global__ void DecodeSplitKernel(const float* q, const T* base, int64_t page_st
                                   const int32_t* context_lens, int num_q_heads, int group,
                                   int max_splits, float scale, Partials partials) {
   const int kv_head = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
-  const int len = context_lens[seq];
+  // A context past max_context would need splits that were not launched: cut, not overrun.
+  const int len = min(context_lens[seq], max_splits * kDecodeSplit);
   const int start = split * kDecodeSplit;
   if (start >= len) return;
   const int count = min(kDecodeSplit, len - start);
@@ -140,7 +142,7 @@ __global__ void DecodeSplitKernel(const float* q, const T* base, int64_t page_st
 __global__ void MergeSplitsKernel(const int32_t* context_lens, int num_q_heads, int head_dim,
                                   int max_splits, Partials partials, float* out) {
   const int q_head = blockIdx.x, seq = blockIdx.y;
-  const int splits = (context_lens[seq] + kDecodeSplit - 1) / kDecodeSplit;
+  const int splits = min((context_lens[seq] + kDecodeSplit - 1) / kDecodeSplit, max_splits);
   const int64_t part = (static_cast<int64_t>(seq) * num_q_heads + q_head) * max_splits;
   float m = -INFINITY;
   for (int c = 0; c < splits; ++c) m = fmaxf(m, partials.max[part + c]);
@@ -290,7 +292,8 @@ cudaError_t DecodeAttention(const float* q, const PagedKv& kv, const int32_t* bl
   if (num_seqs <= 0) return cudaSuccess;
   if (kv.head_dim <= 0 || kv.head_dim % 32 != 0 || kv.head_dim > kMaxHeadDim || num_kv_heads <= 0 ||
       num_q_heads % num_kv_heads != 0 || num_q_heads / num_kv_heads > kMaxGroup ||
-      max_context <= 0 || static_cast<int64_t>(max_blocks) * kv.block_size < max_context) {
+      max_context <= 0 || num_seqs > 65535 ||  // grid y
+      static_cast<int64_t>(max_blocks) * kv.block_size < max_context) {
     return cudaErrorInvalidValue;
   }
   const int group = num_q_heads / num_kv_heads;
@@ -326,7 +329,8 @@ cudaError_t PrefillAttention(const float* q, const PagedKv& kv, const int32_t* b
                              cudaStream_t stream) {
   if (num_seqs <= 0 || max_query_len <= 0) return cudaSuccess;
   if (kv.head_dim <= 0 || kv.head_dim % 32 != 0 || kv.head_dim > kMaxHeadDim || num_kv_heads <= 0 ||
-      num_q_heads % num_kv_heads != 0 || max_blocks <= 0) {
+      num_q_heads % num_kv_heads != 0 || max_blocks <= 0 || kv.block_size <= 0 ||
+      num_seqs > 65535 || num_q_heads > 65535) {  // grid y and z
     return cudaErrorInvalidValue;
   }
   const int group = num_q_heads / num_kv_heads;

@@ -36,7 +36,8 @@ struct PagedKv {
 };
 
 // Writes `tokens` tokens' K and V, [tokens][num_kv_heads][head_dim] f32 each, at
-// position slot_rows[t] of page slot_pages[t] (converted to the pages' type).
+// position slot_rows[t] of page slot_pages[t] (converted to the pages' type). A slot with
+// a negative page or row is padding and writes nothing.
 cudaError_t WritePagedKv(const PagedKv& kv, int num_kv_heads, const float* k, const float* v,
                          const int32_t* slot_pages, const int32_t* slot_rows, int tokens,
                          cudaStream_t stream);
@@ -47,10 +48,11 @@ int64_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_q_heads, int head_di
 // out[s][qh] = softmax(q[s][qh] . K^T * scale) . V over positions 0..context_lens[s]-1 of
 // sequence s, whose pages are block_tables[s * max_blocks ...]. q and out are
 // [num_seqs][num_q_heads][head_dim] f32; query head qh reads KV head qh / (num_q_heads /
-// num_kv_heads). Every context_lens[s] must be in [1, max_context]: the host knows them,
-// the kernel does not check. cudaErrorInvalidValue for shapes it does not take (head_dim
-// not a multiple of 32 up to kMaxHeadDim, a group over kMaxGroup, num_q_heads not a
-// multiple of num_kv_heads, block tables shorter than max_context).
+// num_kv_heads). Every context_lens[s] must be in [1, max_context]: the host knows them;
+// the kernels only cut a longer one at max_context rather than read past the workspace.
+// cudaErrorInvalidValue for shapes it does not take (head_dim not a multiple of 32 up to
+// kMaxHeadDim, a group over kMaxGroup, num_q_heads not a multiple of num_kv_heads, block tables
+// shorter than max_context).
 cudaError_t DecodeAttention(const float* q, const PagedKv& kv, const int32_t* block_tables,
                             int max_blocks, const int32_t* context_lens, int num_seqs,
                             int num_q_heads, int num_kv_heads, int max_context, float scale,

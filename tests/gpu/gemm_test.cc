@@ -70,6 +70,18 @@ TEST(GemmTest, LinearMatchesAFloat64Reference) {
       }
       // bf16 inputs are exact in f32; what remains is f32 accumulation over k.
       EXPECT_LT(std::sqrt(err / norm), 1e-5) << s.m << "x" << s.n << "x" << s.k;
+      // bf16 output: the f32 result rounded once, so within bf16's half ulp of the f32 one.
+      __nv_bfloat16* out16 = nullptr;
+      ASSERT_EQ(cudaMalloc(&out16, sizeof(__nv_bfloat16) * s.m * s.n), cudaSuccess);
+      const absl::Status st =
+          (*gemm)->Linear(dx, dw, s.m, s.n, s.k, GemmOut::kBf16, out16, nullptr);
+      ASSERT_TRUE(st.ok()) << st;
+      const auto got16 = ::baton::testing::Download(out16, static_cast<size_t>(s.m) * s.n);
+      for (size_t i = 0; i < got16.size(); ++i) {
+        const float f = got[i];
+        ASSERT_NEAR(__bfloat162float(got16[i]), f, std::fabs(f) * (1.0f / 256) + 1e-6f) << i;
+      }
+      cudaFree(out16);
       cudaFree(dx);
       cudaFree(dw);
     }

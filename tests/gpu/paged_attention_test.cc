@@ -95,10 +95,14 @@ struct Pool {
     for (int t = 0; t < tokens; ++t) {
       for (int h = 0; h < s.kv_heads; ++h) {
         for (int d = 0; d < s.head_dim; ++d) {
-          const float want = k[(static_cast<size_t>(t) * s.kv_heads + h) * s.head_dim + d];
-          const float got = at(slot_pages[t], h, 0, slot_rows[t], d);
-          EXPECT_EQ(got, type == KvType::kF32 ? want : __bfloat162float(__float2bfloat16_rn(want)))
-              << "token " << t << " head " << h << " dim " << d;
+          for (int half = 0; half < 2; ++half) {
+            const size_t i = (static_cast<size_t>(t) * s.kv_heads + h) * s.head_dim + d;
+            const float want = half == 0 ? k[i] : v[i];
+            const float got = at(slot_pages[t], h, half, slot_rows[t], d);
+            EXPECT_EQ(got,
+                      type == KvType::kF32 ? want : __bfloat162float(__float2bfloat16_rn(want)))
+                << "token " << t << " head " << h << (half == 0 ? " K" : " V") << " dim " << d;
+          }
         }
       }
     }
@@ -260,6 +264,9 @@ TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInF32Pages) {
   // SmolLM2-135M-like: 3 KV heads, groups of 3; and head_dim 128 with no grouping.
   CheckDecode({.kv_heads = 3, .group = 3, .head_dim = 64}, KvType::kF32, {40, 513}, 2);
   CheckDecode({.kv_heads = 2, .group = 1, .head_dim = 128}, KvType::kF32, {300, 5}, 3);
+  // The limits: head_dim 256 with a group of 16 (the most shared memory), and head_dim 32.
+  CheckDecode({.kv_heads = 1, .group = 16, .head_dim = 256}, KvType::kF32, {260, 31}, 9);
+  CheckDecode({.kv_heads = 4, .group = 2, .head_dim = 32}, KvType::kF32, {513}, 10);
 }
 
 TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInBf16Pages) {
@@ -284,6 +291,16 @@ TEST(PagedAttentionTest, ShapesTheKernelDoesNotTakeAreRefused) {
   EXPECT_EQ(
       DecodeAttention(nullptr, kv, none, 3, none, 1, 8, 8, 64, 1.0f, nullptr, nullptr, nullptr),
       cudaErrorInvalidValue);  // 3 blocks of 16 cannot hold 64 positions
+  const auto prefill = [&](int num_q_heads, int num_kv_heads) {
+    return PrefillAttention(nullptr, kv, none, 4, none, none, none, 1, 16, num_q_heads,
+                            num_kv_heads, 1.0f, nullptr, nullptr);
+  };
+  EXPECT_EQ(prefill(9, 2), cudaErrorInvalidValue);  // 9 query heads over 2 KV heads
+  kv.head_dim = 48;
+  EXPECT_EQ(prefill(8, 8), cudaErrorInvalidValue);  // head_dim not a multiple of 32
+  kv.head_dim = 64;
+  kv.block_size = 0;
+  EXPECT_EQ(prefill(8, 8), cudaErrorInvalidValue);  // no positions per page
 }
 
 }  // namespace
