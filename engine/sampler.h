@@ -13,7 +13,9 @@
 // rest (construct the second sampler with the tokens generated so far).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <utility>
 #include <vector>
@@ -22,14 +24,34 @@
 #include "absl/container/flat_hash_set.h"
 #include "engine/sampling_params.h"
 #include "kernels/logit_processors.h"
+#include "kernels/sampling_core.h"
 
 namespace baton::engine {
 
 namespace sampler_internal {
-struct RadixScratch {
-  std::vector<double> mass;
-  std::vector<uint32_t> count;
-  std::vector<int32_t> group_a, group_b;
+// Bytes for kernels/sampling_core.h's scratch, reused across steps. Never zeroed, so the
+// pages of a path a sequence never takes (top-k's candidates in a plain draw) stay
+// untouched. A copy starts empty: the contents matter only within one Sample.
+class ChoiceScratch {
+ public:
+  ChoiceScratch() = default;
+  ChoiceScratch(const ChoiceScratch&) {}
+  ChoiceScratch& operator=(const ChoiceScratch&) { return *this; }
+  ChoiceScratch(ChoiceScratch&&) = default;
+  ChoiceScratch& operator=(ChoiceScratch&&) = default;
+
+  // At least `bytes` (16-byte aligned), kept from an earlier call when large enough.
+  std::byte* Get(size_t bytes) {
+    if (size_ < bytes) {
+      data_ = std::make_unique_for_overwrite<std::byte[]>(bytes);
+      size_ = bytes;
+    }
+    return data_.get();
+  }
+
+ private:
+  std::unique_ptr<std::byte[]> data_;
+  size_t size_ = 0;
 };
 }  // namespace sampler_internal
 
@@ -74,6 +96,26 @@ class SequenceSampler {
   // same order, with the same float values.
   void AppendLogitProcessors(kernels::LogitProcessorLists* lists) const;
 
+  // True when Sample's choice is the first maximum of the raw logits and nothing else is
+  // asked: temperature 0, no logprobs, no logit processors. A backend may then choose the
+  // token where the logits are (model/forward_batch.h, SequenceInput::greedy).
+  bool GreedyFromRawLogits() const {
+    return params_.temperature == 0.0 && params_.logprobs < 0 && params_.logit_bias.empty() &&
+           params_.repetition_penalty == 1.0 && params_.presence_penalty == 0.0 &&
+           params_.frequency_penalty == 0.0;
+  }
+
+  // What the token choice reads of the params (kernels/sampling_core.h), for a backend that
+  // chooses elsewhere (the GPU's SampleTokens) with CounterUniform(seed(), step()).
+  kernels::sampling::ChoiceParams choice_params() const {
+    kernels::sampling::ChoiceParams choice;
+    choice.temperature = params_.temperature;
+    choice.top_k = params_.top_k;
+    choice.top_p = params_.top_p;
+    choice.min_p = params_.min_p;
+    return choice;
+  }
+
   uint64_t seed() const { return seed_; }
   // Tokens accepted so far: the output position of the next Sample.
   int64_t step() const { return step_; }
@@ -91,12 +133,8 @@ class SequenceSampler {
   absl::flat_hash_map<int32_t, int32_t> output_counts_;
 
   // Scratch reused across steps so sampling a vocab of ~150k entries does not allocate.
-  std::vector<float> work_;
-  std::vector<float> probs_;
-  std::vector<uint32_t> keys_;
-  std::vector<int32_t> cand_;
-  std::vector<double> blocks_;
-  sampler_internal::RadixScratch radix_;
+  std::vector<float> work_;  // the processed logits
+  sampler_internal::ChoiceScratch scratch_;
 };
 
 }  // namespace baton::engine

@@ -1,5 +1,8 @@
+#include <cstdint>
+
 #include "kernels/counter_rng.h"
 #include "kernels/cuda/sampling.cuh"
+#include "kernels/sampling_core.h"
 
 namespace baton::kernels::cuda {
 namespace {
@@ -72,7 +75,68 @@ __global__ void GreedyKernel(const float* logits, int64_t vocab, int32_t* ids) {
   }
 }
 
+// One block of one thread per sequence: ChooseToken is sequential code whose double sums
+// keep the CPU's order. The radix histograms, read and written most often, sit in shared
+// memory; the per-token arrays in the sequence's slice of `scratch`.
+__global__ void SampleTokensKernel(const float* logits, int64_t vocab,
+                                   const sampling::ChoiceParams* params, const double* uniforms,
+                                   char* scratch, int32_t* ids) {
+  __shared__ double mass[sampling::kRadixBuckets];
+  __shared__ uint32_t count[sampling::kRadixBuckets];
+  const int seq = blockIdx.x;
+  const size_t vocab_size = static_cast<size_t>(vocab);
+  sampling::Scratch s =
+      sampling::ScratchAt(scratch + seq * sampling::ScratchBytes(vocab_size), vocab_size);
+  s.mass = mass;
+  s.count = count;
+  ids[seq] = sampling::ChooseToken(logits + seq * vocab, vocab_size, params[seq], uniforms[seq], s);
+}
+
+__global__ void SamplingExpsKernel(const float* x, int64_t n, float* out) {
+  const int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = sampling::Exp(x[i]);
+}
+
 }  // namespace
+
+size_t SampleTokensScratchBytes(int64_t vocab, int num_seqs) {
+  if (vocab <= 0 || num_seqs <= 0) return 0;
+  return sampling::ScratchBytes(static_cast<size_t>(vocab)) * static_cast<size_t>(num_seqs);
+}
+
+cudaError_t SampleTokens(const float* logits, int64_t vocab, int num_seqs,
+                         const sampling::ChoiceParams* params, const double* uniforms,
+                         void* scratch, int32_t* ids, cudaStream_t stream) {
+  if (num_seqs <= 0 || vocab <= 0) return cudaSuccess;
+  // Ids are int32; scratch slices must stay 16-byte aligned.
+  if (vocab > INT32_MAX || scratch == nullptr || reinterpret_cast<uintptr_t>(scratch) % 16 != 0) {
+    return cudaErrorInvalidValue;
+  }
+  SampleTokensKernel<<<num_seqs, 1, 0, stream>>>(logits, vocab, params, uniforms,
+                                                 static_cast<char*>(scratch), ids);
+  return cudaGetLastError();
+}
+
+cudaError_t ProcessAndSampleTokens(float* logits, int64_t vocab, int num_seqs,
+                                   const DeviceLogitProcessors& processors,
+                                   const sampling::ChoiceParams* params, const uint64_t* seeds,
+                                   const uint64_t* steps, double* uniforms, void* scratch,
+                                   int32_t* ids, cudaStream_t stream) {
+  cudaError_t status = ProcessLogits(logits, vocab, num_seqs, processors, stream);
+  if (status != cudaSuccess) return status;
+  status = CounterUniforms(seeds, steps, num_seqs, uniforms, stream);
+  if (status != cudaSuccess) return status;
+  return SampleTokens(logits, vocab, num_seqs, params, uniforms, scratch, ids, stream);
+}
+
+cudaError_t SamplingExps(const float* x, int64_t n, float* out, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  constexpr int kThreads = 256;
+  const int64_t blocks = (n + kThreads - 1) / kThreads;
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  SamplingExpsKernel<<<static_cast<unsigned>(blocks), kThreads, 0, stream>>>(x, n, out);
+  return cudaGetLastError();
+}
 
 cudaError_t ProcessLogits(float* logits, int64_t vocab, int num_seqs,
                           const DeviceLogitProcessors& processors, cudaStream_t stream) {
