@@ -6,6 +6,7 @@
 //   prefill (one 512-token prompt): the forward's FLOPs per second over the GEMM probe
 //     (the matmul kernel alone on a large problem), run before each repetition.
 // Absolute times on a shared machine mean little; these ratios are the figures.
+// --kv-cache-dtype picks the KV pages' element type (bf16, the engine's default, or f32).
 //
 //   engine_bench --model models/baton-tiny --model build/bench-models/smollm2-135m
 #include <algorithm>
@@ -117,7 +118,8 @@ double HugePageBytes() {
 }
 
 Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& probes,
-                  int prompt_tokens, int decode_tokens, int reps, bool use_mmap) {
+                  int prompt_tokens, int decode_tokens, int reps, bool use_mmap,
+                  const std::string& kv_dtype) {
   const double huge_before = HugePageBytes();
   model::OpenOptions options;
   options.use_mmap = use_mmap;
@@ -131,13 +133,15 @@ Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& pr
   const auto& cfg = m.config();
   const ModelCost cost = Cost(m);
   const double kv_bytes_per_pos =
-      2.0 * static_cast<double>(cfg.num_layers * cfg.num_kv_heads * cfg.head_dim * sizeof(float));
+      2.0 * static_cast<double>(cfg.num_layers * cfg.num_kv_heads * cfg.head_dim *
+                                kvcache::DtypeBytes(kv_dtype));
   // A model with a short context (baton-tiny: 512) gets a prompt that leaves room for the
   // decode steps.
   prompt_tokens = static_cast<int>(
       std::min<int64_t>(prompt_tokens, cfg.max_position_embeddings - decode_tokens));
   const int64_t capacity = prompt_tokens + decode_tokens + 16;
-  auto pool = *engine::KvPool::Create(engine::PageLayoutFor(cfg, 16), (capacity + 15) / 16);
+  auto pool =
+      *engine::KvPool::Create(engine::PageLayoutFor(cfg, 16, kv_dtype), (capacity + 15) / 16);
   std::vector<int32_t> blocks;
   while (pool->num_free_blocks() > 0) blocks.push_back(*pool->Allocate());
   engine::ModelRunner runner(m, pool.get(), threads);
@@ -219,6 +223,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> models;
   int threads = 0, prompt_tokens = 512, decode_tokens = 32, reps = 5;
   bool quick = false, no_mmap = false;
+  std::string kv_dtype = "bf16";
   app.add_option("--model", models, "Model paths (.gguf or HF directory), repeatable")->required();
   app.add_option("--threads", threads, "Threads (0: one per core)");
   app.add_option("--prompt-tokens", prompt_tokens, "Prefill prompt length")
@@ -231,6 +236,9 @@ int main(int argc, char** argv) {
   app.add_flag("--no-mmap", no_mmap,
                "Copy the weights into anonymous huge-page memory instead of mapping the files");
   app.add_flag("--quick", quick, "One repetition, 8 decode steps (a smoke run)");
+  app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type, as the engine's flag")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (quick) {
     reps = 1;
@@ -238,15 +246,16 @@ int main(int argc, char** argv) {
   }
 
   baton::ThreadPool pool(threads);
-  std::printf("engine_bench: %d threads, %s kernels, weights %s\n", pool.num_threads(),
-              baton::cpu::ActiveIsa(), no_mmap ? "copied (--no-mmap)" : "memory-mapped");
+  std::printf("engine_bench: %d threads, %s kernels, weights %s, %s KV cache\n", pool.num_threads(),
+              baton::cpu::ActiveIsa(), no_mmap ? "copied (--no-mmap)" : "memory-mapped",
+              kv_dtype.c_str());
   baton::bench::ReadProbe read_probe(&pool, size_t{1} << 30);
   const baton::Probes probes{&pool, quick ? 1 : 3, &read_probe};
   std::vector<baton::Result> results;
   results.reserve(models.size());
   for (const std::string& path : models) {
-    results.push_back(
-        baton::BenchModel(path, &pool, probes, prompt_tokens, decode_tokens, reps, !no_mmap));
+    results.push_back(baton::BenchModel(path, &pool, probes, prompt_tokens, decode_tokens, reps,
+                                        !no_mmap, kv_dtype));
   }
   using baton::Median;
   std::printf(

@@ -113,6 +113,7 @@ struct Flags {
   int rounds = 3;
   int micro = 0;  // pipeline micro-batches per step; 0: the group's default (2 x pp)
   bool pp_only = false;
+  std::string kv_dtype = "bf16";
 };
 
 // The batches of one run: a prefill of every sequence, then `steps` decode steps.
@@ -175,7 +176,8 @@ Result OneRank(const Flags& f, int threads, int batch) {
     return {};
   }
   const Workload w(batch, f.prompt, f.steps, std::min<int64_t>(m->model->config().vocab_size, 256));
-  auto pool = engine::KvPool::Create(engine::PageLayoutFor(m->model->config(), 16), w.pages());
+  auto pool =
+      engine::KvPool::Create(engine::PageLayoutFor(m->model->config(), 16, f.kv_dtype), w.pages());
   ThreadPool pool_threads(threads);
   engine::ModelRunner runner(*m->model, pool->get(), &pool_threads);
   const double s = TimeDecode(w, f.steps, [&](std::vector<SequenceInput> b, ForwardOutput* out) {
@@ -236,7 +238,7 @@ Result OnGroup(const Flags& f, int tp, int pp, int batch) {
   const model::ModelConfig& config = models[0]->model->config();
   const Workload w(batch, f.prompt, f.steps, std::min<int64_t>(config.vocab_size, 256));
   const model::Shard shard = *model::PlanShard(config, engine::PlacementOf(o));
-  auto kv = engine::KvPool::Create(engine::PageLayoutFor(shard, config, 16), w.pages());
+  auto kv = engine::KvPool::Create(engine::PageLayoutFor(shard, config, 16, f.kv_dtype), w.pages());
   Result res;
   {
     auto backend = engine::GroupBackend::Create(*models[0]->model, o, std::move(*comms[0]),
@@ -278,6 +280,8 @@ int Main(int argc, char** argv) {
   app.add_option("--steps", f.steps, "Decode steps timed per run");
   app.add_option("--rounds", f.rounds, "Alternating rounds (the median is reported)");
   app.add_option("--micro-batches", f.micro, "Pipeline micro-batches per step (0: 2 x pp)");
+  app.add_option("--kv-cache-dtype", f.kv_dtype, "KV cache element type, as the engine's flag")
+      ->check(CLI::IsMember({"bf16", "f32"}));
   app.add_flag("--pp-only", f.pp_only, "Only the pipeline comparison");
   CLI11_PARSE(app, argc, argv);
   std::printf("# group_bench: %s, ISA %s, %u cores, prompt %d, %d decode steps, median of %d\n",

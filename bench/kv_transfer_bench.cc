@@ -2,10 +2,11 @@
 // registered page pool with UCX RMA puts (transport/), against ucx_perftest's ucp_put_bw on
 // the same transport and message size, run in the same invocation (docs/perf/transport.md).
 //
-// Shape: the 1B-shaped model (Llama 3.2 1B: 16 layers, 8 KV heads, head_dim 64), f32 KV as
-// the CPU engine stores it, 16-token pages. One put carries one layer's K and V of one
-// page (64 KiB), in the order a layer-wise push sends them: layer 0 of every page, then
-// layer 1, ... A 4096-token prompt is 256 pages, 256 MiB.
+// Shape: the 1B-shaped model (Llama 3.2 1B: 16 layers, 8 KV heads, head_dim 64), bf16 KV as
+// the engine stores it by default (--kv-cache-dtype f32: the f32 option), 16-token pages.
+// One put carries one layer's K and V of one page (32 KiB in bf16), in the order a
+// layer-wise push sends them: layer 0 of every page, then layer 1, ... A 4096-token
+// prompt is 256 pages, 128 MiB in bf16.
 //
 // The receiver's pool is allocated as a decode worker's is (--pool auto): by UCX when the
 // transports include shared memory, so that puts land directly; else by the process and
@@ -69,7 +70,11 @@ using Clock = std::chrono::steady_clock;
 
 struct Shape {
   int64_t layers = 16, kv_heads = 8, head_dim = 64, block_size = 16, tokens = 4096;
-  int64_t chunk_bytes() const { return 2 * block_size * kv_heads * head_dim * 4; }  // K+V, f32
+  std::string dtype = "bf16";  // the KV element type: bf16 or f32
+  int64_t elem_bytes() const { return kvcache::DtypeBytes(dtype); }
+  int64_t chunk_bytes() const {  // one layer's K+V of one page
+    return 2 * block_size * kv_heads * head_dim * elem_bytes();
+  }
   int64_t page_bytes() const { return layers * chunk_bytes(); }
   int64_t pages() const { return (tokens + block_size - 1) / block_size; }
   int64_t bytes() const { return pages() * page_bytes(); }
@@ -143,7 +148,8 @@ std::unique_ptr<ChildProcess> StartReceiver(const std::string& tls, const std::s
   return std::make_unique<ChildProcess>(std::vector<std::string>{
       "/proc/self/exe", "--receiver", "--receiver-tls", tls, "--pool", pool_mode, "--tokens",
       std::to_string(shape.tokens), "--layers", std::to_string(shape.layers), "--kv-heads",
-      std::to_string(kv_heads), "--head-dim", std::to_string(shape.head_dim)});
+      std::to_string(kv_heads), "--head-dim", std::to_string(shape.head_dim), "--kv-cache-dtype",
+      shape.dtype});
 }
 
 struct ReceiverInfo {
@@ -233,19 +239,29 @@ PageLayout RankLayout(const Shape& shape, int tp, int rank) {
   l.num_kv_heads = shape.kv_heads / tp;
   l.head_dim = shape.head_dim;
   l.block_size = shape.block_size;
-  l.dtype = "f32";
+  l.dtype = shape.dtype;
   l.first_kv_head = rank * l.num_kv_heads;
   l.tp_rank = rank;
   l.tp_size = tp;
   return l;
 }
 
+// splitmix64's finalizer.
+uint64_t Mix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
 // `l`'s slice of the prompt's pages 0..pages-1. Element (page, layer, K or V, position,
-// model KV head, d) is an odd multiple of 1 + its index in the whole model's page, as 32-bit
-// words: distinct and never 0 for any shape under 2^32 elements, so that a lost or misplaced
-// run changes the hash. Positions past the prompt are 0, as in a cleared receiver pool.
+// model KV head, d) holds the low bytes of a 64-bit mix of its index in the whole model's
+// page, made odd: never 0, and distinct enough in 2 bytes that a lost or misplaced run of
+// a row or more changes the hash. Positions past the prompt are 0, as in a cleared
+// receiver pool.
 std::vector<uint8_t> SlicePages(const Shape& shape, const PageLayout& l) {
   std::vector<uint8_t> out(static_cast<size_t>(shape.pages() * l.page_bytes()));
+  const int64_t elem = kvcache::DtypeBytes(l.dtype);
   uint8_t* p = out.data();
   for (int64_t page = 0; page < shape.pages(); ++page) {
     for (int64_t ll = 0; ll < l.num_layers; ++ll) {
@@ -257,10 +273,10 @@ std::vector<uint8_t> SlicePages(const Shape& shape, const PageLayout& l) {
                 (((page * shape.layers + l.first_layer + ll) * 2 + half) * shape.block_size + pos) *
                     shape.kv_heads +
                 l.first_kv_head + h;
-            for (int64_t d = 0; d < l.head_dim; ++d, p += 4) {
-              const uint32_t v =
-                  in_prompt ? static_cast<uint32_t>(row * l.head_dim + d + 1) * 0x9E3779B1u : 0;
-              std::memcpy(p, &v, sizeof(v));
+            for (int64_t d = 0; d < l.head_dim; ++d, p += elem) {
+              const uint64_t v =
+                  in_prompt ? Mix64(static_cast<uint64_t>(row * l.head_dim + d)) | 1 : 0;
+              std::memcpy(p, &v, static_cast<size_t>(elem));  // little-endian: the low bytes
             }
           }
         }
@@ -355,8 +371,8 @@ bool PushGroups(const std::string& tls, const std::string& pool_mode, const Shap
 
   std::vector<int32_t> block_table(static_cast<size_t>(shape.pages()));
   for (size_t i = 0; i < block_table.size(); ++i) block_table[i] = static_cast<int32_t>(i);
-  const uint64_t prompt_bytes =
-      static_cast<uint64_t>(shape.tokens * shape.layers * 2 * shape.kv_heads * shape.head_dim * 4);
+  const uint64_t prompt_bytes = static_cast<uint64_t>(
+      shape.tokens * shape.layers * 2 * shape.kv_heads * shape.head_dim * shape.elem_bytes());
   for (int round = 0; round < rounds; ++round) {
     std::vector<std::unique_ptr<worker::SlicePush>> pushes;
     for (int s = 0; s < pair.senders; ++s) {
@@ -458,6 +474,9 @@ int Main(int argc, char** argv) {
                  "KV heads (for --receiver: the heads of its rank's slice)")
       ->capture_default_str();
   app.add_option("--head-dim", shape.head_dim, "head dim")->capture_default_str();
+  app.add_option("--kv-cache-dtype", shape.dtype, "KV element type, as the engine's flag")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->capture_default_str();
   app.add_option("--rounds", rounds, "transfers per transport; the median is reported")
       ->check(CLI::Range(1, 1000))
       ->capture_default_str();
@@ -508,13 +527,13 @@ int Main(int argc, char** argv) {
 
   const int64_t total_puts = shape.pages() * shape.layers;
   std::printf(
-      "kv_transfer_bench: %lld tokens, %lld layers, %lld KV heads, head_dim %lld, f32: "
+      "kv_transfer_bench: %lld tokens, %lld layers, %lld KV heads, head_dim %lld, %s: "
       "%lld pages of %lld KiB, %lld puts of %lld KiB, %.0f MiB\n",
       static_cast<long long>(shape.tokens), static_cast<long long>(shape.layers),
       static_cast<long long>(shape.kv_heads), static_cast<long long>(shape.head_dim),
-      static_cast<long long>(shape.pages()), static_cast<long long>(shape.page_bytes() / 1024),
-      static_cast<long long>(total_puts), static_cast<long long>(shape.chunk_bytes() / 1024),
-      shape.bytes() / 1048576.0);
+      shape.dtype.c_str(), static_cast<long long>(shape.pages()),
+      static_cast<long long>(shape.page_bytes() / 1024), static_cast<long long>(total_puts),
+      static_cast<long long>(shape.chunk_bytes() / 1024), shape.bytes() / 1048576.0);
   std::vector<uint8_t> source;
   uint64_t want_hash = 0;
   if (std::any_of(pairs.begin(), pairs.end(), [](const GroupPair& p) { return p.one_to_one(); })) {

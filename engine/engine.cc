@@ -111,9 +111,11 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
   if (options.threads < 0) {
     return absl::InvalidArgumentError(StrCat("threads is ", options.threads, "; it must be >= 0"));
   }
-  const PageLayout layout = options.shard
-                                ? PageLayoutFor(*options.shard, config, options.block_size)
-                                : PageLayoutFor(config, options.block_size);
+  BATON_RETURN_IF_ERROR(CheckKvCacheDtype(options.kv_cache_dtype));
+  const PageLayout layout =
+      options.shard
+          ? PageLayoutFor(*options.shard, config, options.block_size, options.kv_cache_dtype)
+          : PageLayoutFor(config, options.block_size, options.kv_cache_dtype);
   int64_t bytes = options.kv_cache_bytes;
   if (bytes <= 0) {
     if (!(options.kv_cache_fraction > 0 && options.kv_cache_fraction <= 0.95)) {
@@ -541,6 +543,8 @@ void Engine::Step() {
     inputs.push_back(SequenceInput{std::span(seq->tokens).subspan(item.start, item.num_tokens),
                                    item.start, seq->block_table,
                                    item.wants_logits ? LogitsWanted::kLast : LogitsWanted::kNone});
+    // A backend that can choose greedy tokens itself (the GPU's) then returns the id alone.
+    inputs.back().greedy = item.wants_logits && live->sampler->GreedyFromRawLogits();
   }
   ++counters_.steps;
   // Prefill-role sequences hand each layer's K/V to their sinks as it lands.
@@ -595,7 +599,11 @@ void Engine::Step() {
   for (size_t i = 0; i < plan.items.size(); ++i) {
     if (!plan.items[i].wants_logits) continue;
     Live* live = live_.at(plan.items[i].seq->id).get();
-    tokens[i] = live->sampler->Sample(out_.row(out_.first_row[i]));
+    if (!out_.greedy_ids.empty() && out_.greedy_ids[i] >= 0) {
+      tokens[i].id = out_.greedy_ids[i];  // the backend's greedy choice (SequenceInput::greedy)
+    } else {
+      tokens[i] = live->sampler->Sample(out_.row(out_.first_row[i]));
+    }
     live->sampler->Accept(tokens[i].id);
     sampled[i] = tokens[i].id;
   }

@@ -49,6 +49,10 @@ struct EngineOptions {
   // available at start-up. Whole pages only.
   int64_t kv_cache_bytes = 0;
   double kv_cache_fraction = 0.25;
+  // The KV pages' element type (--kv-cache-dtype): "bf16", what GPU workers hold, so that
+  // CPU and GPU workers can exchange pages; or "f32", exact for comparisons with f32
+  // references. K and V are rounded to bf16 as they are written (docs/engine.md).
+  std::string kv_cache_dtype = "bf16";
   // Where the KV pool's memory comes from. Unset, or returning null: the engine maps it
   // itself. Else it is handed the pool's size in bytes and returns page-aligned memory
   // (its contents do not matter: a page is written before it is read) that outlives the
@@ -212,7 +216,7 @@ class Engine {
   absl::Status ReleaseKv(const std::string& transfer_id);
   // The page pool's memory, for registering it with a transport. Pages are
   // layout.page_bytes() apart from page 0.
-  float* kv_pool_data() { return pool_->block_data(0); }
+  std::byte* kv_pool_data() { return pool_->block_data(0); }
   int64_t kv_pool_bytes() const { return pool_->num_blocks() * pool_->layout().page_bytes(); }
   const PageLayout& kv_layout() const { return pool_->layout(); }
   // The chained hashes of the full blocks of `prompt_ids` in `cache_salt`'s namespace.

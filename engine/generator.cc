@@ -44,12 +44,23 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
   }
   const int64_t capacity = prompt_len + std::min(params.max_tokens, context - prompt_len);
 
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool,
-                         KvPool::Create(PageLayoutFor(config, options.block_size),
-                                        (capacity + options.block_size - 1) / options.block_size));
+  BATON_RETURN_IF_ERROR(CheckKvCacheDtype(options.kv_cache_dtype));
+  const PageLayout layout = PageLayoutFor(config, options.block_size, options.kv_cache_dtype);
+  const int64_t pages = (capacity + options.block_size - 1) / options.block_size;
+  void* memory = nullptr;
+  if (options.kv_pool_memory) {
+    BATON_ASSIGN_OR_RETURN(
+        memory, options.kv_pool_memory(static_cast<size_t>(pages * layout.page_bytes())));
+  }
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::Create(layout, pages, memory));
   std::vector<int32_t> blocks;
   while (pool->num_free_blocks() > 0) blocks.push_back(*pool->Allocate());
-  ModelRunner runner(*loaded.model, pool.get(), threads);
+  std::unique_ptr<Backend> runner;
+  if (options.backend) {
+    BATON_ASSIGN_OR_RETURN(runner, options.backend(pool.get(), threads));
+  } else {
+    runner = std::make_unique<ModelRunner>(*loaded.model, pool.get(), threads);
+  }
 
   const StopChecker stop_tokens(params, loaded.eos_token_ids, context - prompt_len);
   SequenceSampler sampler(params, prompt_ids, params.seed.value_or(RandomSeed()));
@@ -76,7 +87,7 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
                                 : last                ? LogitsWanted::kLast
                                                       : LogitsWanted::kNone;
     const SequenceInput input{std::span(tokens).subspan(pos, n), pos, blocks, wanted};
-    BATON_RETURN_IF_ERROR(runner.Forward(std::span(&input, 1), &out));
+    BATON_RETURN_IF_ERROR(runner->Forward(std::span(&input, 1), &out));
     if (options.prompt_logits) {
       for (int64_t i = 0; i < n; ++i) {
         auto row = out.row(i);
@@ -123,7 +134,7 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
     }
     tokens.push_back(token.id);
     const SequenceInput input{std::span(tokens).last(1), pos, blocks, LogitsWanted::kLast};
-    BATON_RETURN_IF_ERROR(runner.Forward(std::span(&input, 1), &out));
+    BATON_RETURN_IF_ERROR(runner->Forward(std::span(&input, 1), &out));
     ++pos;
   }
   if (!stops.stopped()) {

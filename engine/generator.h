@@ -1,5 +1,6 @@
-// One request, start to finish, on the CPU runner: the path `baton generate` takes, and
-// the single-sequence oracle the batched scheduler is compared with.
+// One request, start to finish, on the CPU runner (or a backend the options give): the path
+// `baton generate` takes, and the single-sequence oracle the batched scheduler is compared
+// with.
 //
 // Prefill runs in chunks, then one token per step; sampling, stop ids, stop strings and
 // max_tokens decide the end. Text leaves through `on_text` as soon as it is final: never
@@ -8,12 +9,15 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
+#include "engine/backend.h"
+#include "engine/kv_pool.h"
 #include "engine/loaded_model.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
@@ -23,7 +27,12 @@ namespace baton::engine {
 struct GenerateOptions {
   int64_t prefill_chunk = 512;  // prompt tokens per forward
   int64_t block_size = 16;
-  bool prompt_logits = false;  // keep the logits of every prompt position
+  std::string kv_cache_dtype = "bf16";  // as EngineOptions::kv_cache_dtype
+  bool prompt_logits = false;           // keep the logits of every prompt position
+  // As EngineOptions' (the GPU backend sets both: engine/gpu_backend.h); unset: the CPU.
+  std::function<absl::StatusOr<void*>(size_t bytes)> kv_pool_memory;
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>(KvPool* pool, ThreadPool* threads)>
+      backend;
 };
 
 struct GenerateTimings {

@@ -8,11 +8,18 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace baton::engine {
 
-void KvPool::Unmapper::operator()(float* p) const {
+absl::Status CheckKvCacheDtype(std::string_view dtype) {
+  if (dtype == "bf16" || dtype == "f32") return absl::OkStatus();
+  return absl::InvalidArgumentError(StrCat("--kv-cache-dtype (the KV cache's element type) is '",
+                                           dtype, "'; it must be bf16 or f32"));
+}
+
+void KvPool::Unmapper::operator()(std::byte* p) const {
   if (bytes > 0) ::munmap(p, bytes);
 }
 
@@ -31,10 +38,7 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const PageLayout& layout,
                "got block_size ",
                layout.block_size));
   }
-  if (layout.dtype != "f32") {
-    return absl::InvalidArgumentError(
-        StrCat("the CPU KV pool holds f32 pages; the layout's dtype is ", layout.dtype));
-  }
+  BATON_RETURN_IF_ERROR(CheckKvCacheDtype(layout.dtype));
   if (num_blocks < 1 || num_blocks > (int64_t{1} << 30)) {
     return absl::InvalidArgumentError(
         StrCat("KV pool num_blocks must be in [1, 2^30], got ", num_blocks));
@@ -45,7 +49,8 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const PageLayout& layout,
     if (reinterpret_cast<uintptr_t>(memory) % 64 != 0) {
       return absl::InvalidArgumentError("the KV pool's memory must be 64-byte aligned");
     }
-    pool->data_ = std::unique_ptr<float, Unmapper>(static_cast<float*>(memory), Unmapper{0});
+    pool->data_ =
+        std::unique_ptr<std::byte, Unmapper>(static_cast<std::byte*>(memory), Unmapper{0});
     return pool;
   }
   // mmap: page-aligned (so every KV page starts on a cache line) and zero-filled lazily.
@@ -58,7 +63,8 @@ absl::StatusOr<std::unique_ptr<KvPool>> KvPool::Create(const PageLayout& layout,
 #ifdef MADV_HUGEPAGE
   (void)::madvise(memory, bytes, MADV_HUGEPAGE);
 #endif
-  pool->data_ = std::unique_ptr<float, Unmapper>(static_cast<float*>(memory), Unmapper{bytes});
+  pool->data_ =
+      std::unique_ptr<std::byte, Unmapper>(static_cast<std::byte*>(memory), Unmapper{bytes});
   return pool;
 }
 

@@ -14,18 +14,20 @@ model::Shard WholeModel(const model::ModelConfig& config) {
 
 }  // namespace
 
-PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size) {
+PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size,
+                         const std::string& dtype) {
   PageLayout out;
   out.num_layers = config.num_layers;
   out.num_kv_heads = config.num_kv_heads;
   out.head_dim = config.head_dim;
   out.block_size = block_size;
+  out.dtype = dtype;
   return out;
 }
 
 PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
-                         int64_t block_size) {
-  PageLayout out = PageLayoutFor(config, block_size);
+                         int64_t block_size, const std::string& dtype) {
+  PageLayout out = PageLayoutFor(config, block_size, dtype);
   out.num_layers = shard.num_layers();
   out.num_kv_heads = shard.num_kv_heads;
   out.first_layer = shard.layer_begin;
@@ -39,15 +41,22 @@ PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& co
 
 model::KvPages KvPagesOf(KvPool* pool) {
   const PageLayout& l = pool->layout();
-  return model::KvPages{pool->block_data(0), pool->num_blocks(), l.elements_per_block(),
-                        l.layer_elements(),  l.head_stride(),    l.rows_elements(),
-                        l.block_size};
+  // The pool took only the dtypes CheckKvCacheDtype allows.
+  BATON_CHECK(l.dtype == "bf16" || l.dtype == "f32");
+  return model::KvPages{.data = pool->block_data(0),
+                        .dtype = l.dtype == "bf16" ? cpu::KvDtype::kBf16 : cpu::KvDtype::kF32,
+                        .num_pages = pool->num_blocks(),
+                        .page_elements = l.elements_per_block(),
+                        .layer_elements = l.layer_elements(),
+                        .head_stride = l.head_stride(),
+                        .rows_elements = l.rows_elements(),
+                        .block_size = l.block_size};
 }
 
 ModelRunner::ModelRunner(const model::Model& model, KvPool* pool, ThreadPool* threads)
     : pool_(pool), forward_(model, WholeModel(model.config()), threads, nullptr) {
-  const PageLayout want = PageLayoutFor(model.config(), pool->layout().block_size);
   const PageLayout& have = pool->layout();
+  const PageLayout want = PageLayoutFor(model.config(), have.block_size, have.dtype);
   BATON_CHECK(have.num_layers == want.num_layers && have.num_kv_heads == want.num_kv_heads &&
               have.head_dim == want.head_dim);
 }

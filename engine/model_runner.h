@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -22,11 +23,12 @@
 
 namespace baton::engine {
 
-// The KV layout a model needs, for a given block size: every layer and KV head, or those
-// of one rank's shard.
-PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size);
+// The KV layout a model needs, for a given block size and element type ("bf16" or
+// "f32": CheckKvCacheDtype): every layer and KV head, or those of one rank's shard.
+PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size,
+                         const std::string& dtype);
 PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
-                         int64_t block_size);
+                         int64_t block_size, const std::string& dtype);
 // The pool as the forward addresses it.
 model::KvPages KvPagesOf(KvPool* pool);
 

@@ -15,7 +15,13 @@ absl::Status CheckSliceCompatible(const PageLayout& src, const PageLayout& dst) 
   if (src.block_size != dst.block_size) {
     return differs("block_size", src.block_size, dst.block_size);
   }
-  if (src.dtype != dst.dtype) return differs("dtype", src.dtype, dst.dtype);
+  if (src.dtype != dst.dtype) {
+    return absl::FailedPreconditionError(
+        StrCat("the two pages hold K/V of different element types: dtype ", src.dtype,
+               " (source) vs ", dst.dtype,
+               " (destination); start the prefill and decode workers with the same "
+               "--kv-cache-dtype"));
+  }
   return absl::OkStatus();
 }
 

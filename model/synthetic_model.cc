@@ -430,7 +430,9 @@ GgufWriter GgufFile(const SyntheticModelSpec& spec, const ModelConfig& c,
 
 }  // namespace
 
-std::vector<std::string> SyntheticShapeNames() { return {"tiny", "smollm2-135m", "llama3.2-1b"}; }
+std::vector<std::string> SyntheticShapeNames() {
+  return {"tiny", "smollm2-135m", "llama3.2-1b", "llama3.1-8b"};
+}
 
 absl::StatusOr<ModelConfig> SyntheticShape(std::string_view name) {
   ModelConfig c;
@@ -472,6 +474,22 @@ absl::StatusOr<ModelConfig> SyntheticShape(std::string_view name) {
     c.rope_theta = 500000.0;
     c.rope_scaling = {.type = RopeScaling::Type::kLlama3,
                       .factor = 32.0,
+                      .low_freq_factor = 1.0,
+                      .high_freq_factor = 4.0,
+                      .original_max_position = 8192};
+    c.max_position_embeddings = 131072;
+  } else if (name == "llama3.1-8b") {
+    // The GPU benchmarks' shape (docs/perf/gpu.md): 16 GB of bf16 weights.
+    c.vocab_size = 128256;
+    c.hidden_size = 4096;
+    c.intermediate_size = 14336;
+    c.num_layers = 32;
+    c.num_heads = 32;
+    c.num_kv_heads = 8;
+    c.head_dim = 128;
+    c.rope_theta = 500000.0;
+    c.rope_scaling = {.type = RopeScaling::Type::kLlama3,
+                      .factor = 8.0,
                       .low_freq_factor = 1.0,
                       .high_freq_factor = 4.0,
                       .original_max_position = 8192};

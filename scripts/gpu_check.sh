@@ -21,8 +21,12 @@ mode=${1:-all}
 pack=build/gpu-pack
 # The GPU test binaries (tests/gpu/CMakeLists.txt); each skips without a device.
 tests=(gpu_elementwise_test gpu_ops_test gpu_paged_attention_test gpu_gemm_test gpu_sampling_test
-       gpu_nccl_communicator_test
+       gpu_ops_contract_test gpu_nccl_communicator_test gpu_forward_test gpu_engine_test
        engine_device_test)
+# The benchmark (bench/gpu_bench.cc), after the tests; its arguments can be replaced with
+# GPU_BENCH_ARGS (for example "--serve 64" for a shorter run).
+bench=gpu_bench
+bench_args=${GPU_BENCH_ARGS:---serve 64,256}
 
 now() { date +%s.%N; }
 elapsed() { python3 -c "print(f'{$(now) - $1:.1f}')"; }
@@ -31,10 +35,13 @@ do_pack() {
   local t0
   t0=$(now)
   if [ ! -d build/release ]; then cmake --preset release >/dev/null; fi
-  cmake --build build/release -j"$(nproc)" --target "${tests[@]}"
+  cmake --build build/release -j"$(nproc)" --target "${tests[@]}" "$bench" baton_cuda
   rm -rf "$pack"
   mkdir -p "$pack/bin" "$pack/lib"
-  for t in "${tests[@]}"; do
+  # The CUDA plugin (engine/device.h) beside the binaries, where they look for it.
+  cp build/release/bin/libbaton_cuda.so "$pack/bin/"
+  strip --strip-debug "$pack/bin/libbaton_cuda.so"
+  for t in "${tests[@]}" "$bench"; do
     if [ ! -x "build/release/bin/$t" ]; then
       echo "gpu_check: build/release/bin/$t was not built (is nvcc at /usr/local/cuda/bin?)" >&2
       exit 1
@@ -90,9 +97,21 @@ do_run() {
     [ "$rc" -ne 0 ] && tail -20 "$logs/$t.log"
     rows+=("$(printf '%-28s %6s %7s %6s %6s %7s' "$t" "$rc" "$passed" "$skipped" "$fails" "$secs")")
   done
+  # The benchmark, bounded so that a slow run still leaves its figures and the table.
+  local t0 rc=0
+  t0=$(now)
+  # shellcheck disable=SC2086
+  timeout "${GPU_BENCH_TIMEOUT:-360}" "$pack/bin/$bench" $bench_args >"$logs/$bench.log" 2>&1 || rc=$?
+  echo "gpu_check: $bench exit $rc in $(elapsed "$t0") s"
+  grep -v '^RESULT' "$logs/$bench.log" || true
   echo
   printf '%-28s %6s %7s %6s %6s %7s\n' "binary" "exit" "passed" "skip" "fail" "seconds"
   printf '%s\n' "${rows[@]}"
+  echo
+  echo "figures (docs/perf/gpu.md):"
+  grep '^RESULT' "$logs/$bench.log" | sed 's/^RESULT //' | tr ' ' '\n' | sed 's/=/ /' |
+    awk '{printf "  %-28s %s\n", $1, $2}' || true
+  [ "$rc" -ne 0 ] && failed=1
   return $failed
 }
 

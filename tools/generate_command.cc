@@ -17,7 +17,9 @@
 #include "common/thread_pool.h"
 #include "engine/device.h"
 #include "engine/generator.h"
+#include "engine/gpu_backend.h"
 #include "engine/loaded_model.h"
+#include "engine/model_runner.h"
 #include "kernels/cpu/matmul.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/chat_prompt.h"
@@ -50,6 +52,7 @@ struct GenerateFlags {
   std::string logits_out;
   int threads = 0;
   engine::DeviceOptions device;
+  std::string kv_cache_dtype = "bf16";
   int64_t prefill_chunk = 512;
   bool quiet = false;
   bool no_mmap = false;
@@ -156,7 +159,28 @@ absl::Status Run(const GenerateFlags& flags) {
   ThreadPool threads(flags.threads);
   engine::GenerateOptions options;
   options.prefill_chunk = flags.prefill_chunk;
+  options.kv_cache_dtype = flags.kv_cache_dtype;
   options.prompt_logits = !flags.logits_out.empty();
+  // --device cuda: the forward on the GPU, over KV pages for this one request there.
+  engine::EngineOptions gpu_options;
+  gpu_options.max_batched_tokens = std::max<int64_t>(1, flags.prefill_chunk);
+  gpu_options.max_running = 1;
+  gpu_options.block_size = options.block_size;
+  gpu_options.kv_cache_dtype = options.kv_cache_dtype;
+  const int64_t context = loaded.model->config().max_position_embeddings;
+  const int64_t positions =
+      std::min<int64_t>(context, static_cast<int64_t>(ids.size()) + params.max_tokens);
+  gpu_options.kv_cache_bytes =
+      (positions + options.block_size - 1) / options.block_size *
+      engine::PageLayoutFor(loaded.model->config(), options.block_size, options.kv_cache_dtype)
+          .page_bytes();
+  BATON_ASSIGN_OR_RETURN(
+      std::unique_ptr<engine::GpuEngine> gpu,
+      engine::StartGpu(*loaded.model, flags.device, &gpu_options, flags.quiet || flags.json));
+  if (gpu != nullptr) {
+    options.kv_pool_memory = gpu_options.kv_pool_memory;
+    options.backend = gpu_options.backend;
+  }
   engine::TextSink sink;
   if (!flags.json) {
     sink = [](std::string_view delta) {
@@ -256,6 +280,7 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_option("--threads", f->threads, "Compute threads (0: one per core)")
       ->envname("BATON_THREADS");
   worker::AddDeviceFlags(cmd, &f->device);
+  worker::AddKvCacheDtypeFlag(cmd, &f->kv_cache_dtype);
   cmd->add_option("--prefill-chunk", f->prefill_chunk, "Prompt tokens per forward pass")
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--no-mmap", f->no_mmap,

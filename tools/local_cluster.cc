@@ -31,6 +31,8 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 StrCat(f.kv_cache_fraction),
                                 "--block-size",
                                 StrCat(f.block_size),
+                                "--kv-cache-dtype",
+                                f.kv_cache_dtype,
                                 "--max-running",
                                 StrCat(f.max_running),
                                 "--max-waiting",
@@ -46,11 +48,9 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 "--pipeline-parallel-size",
                                 StrCat(f.pipeline_parallel_size),
                                 "--group-timeout-ms",
-                                StrCat(f.group_timeout_ms),
-                                "--device",
-                                f.device.device,
-                                "--device-id",
-                                StrCat(f.device.device_id)};
+                                StrCat(f.group_timeout_ms)};
+  const std::vector<std::string> device = worker::DeviceArgs(f.device);
+  a.insert(a.end(), device.begin(), device.end());
   if (!f.kv_cache_memory.empty()) a.insert(a.end(), {"--kv-cache-memory", f.kv_cache_memory});
   if (!f.ucx_tls.empty()) a.insert(a.end(), {"--ucx-tls", f.ucx_tls});
   if (f.kv_pool != "auto") a.insert(a.end(), {"--kv-pool", f.kv_pool});

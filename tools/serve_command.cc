@@ -69,7 +69,12 @@ absl::Status Run(ServeFlags flags) {
   BATON_ASSIGN_OR_RETURN(router::RouterOptions options, router::ToRouterOptions(flags.router));
   // Before any worker starts: a device that cannot run fails here, once, not in each child.
   BATON_RETURN_IF_ERROR(engine::CheckDevice(flags.worker.device));
-  if (flags.prefill > 0 || flags.decode > 0) return RunSplit(flags, std::move(options));
+  if (flags.prefill > 0 || flags.decode > 0) {
+    worker::WorkerFlags split = flags.worker;
+    split.role = "prefill";
+    BATON_RETURN_IF_ERROR(worker::CheckGpuWorker(split));
+    return RunSplit(flags, std::move(options));
+  }
   std::fprintf(stderr, "baton serve: loading %s\n", flags.worker.model.c_str());
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerRuntime> worker,
                          worker::WorkerRuntime::Start(flags.worker));

@@ -113,7 +113,12 @@ absl::Status CheckLayoutMatches(const PageLayout& theirs, const PageLayout& ours
   if (theirs.block_size != ours.block_size) {
     return differs("block_size", theirs.block_size, ours.block_size);
   }
-  if (theirs.dtype != ours.dtype) return differs("dtype", theirs.dtype, ours.dtype);
+  if (theirs.dtype != ours.dtype) {
+    return absl::FailedPreconditionError(
+        StrCat(differs("dtype", theirs.dtype, ours.dtype).message(),
+               "; KV pages cross only between workers of one element type: start the prefill "
+               "and decode workers with the same --kv-cache-dtype"));
+  }
   if (theirs.first_layer != ours.first_layer) {
     return differs("first_layer", theirs.first_layer, ours.first_layer);
   }

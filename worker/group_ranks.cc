@@ -35,30 +35,32 @@ absl::StatusOr<std::unique_ptr<GroupRanks>> GroupRanks::Start(const WorkerFlags&
   g->store_dir_ = tmpl;
   for (int r = 1; r < f.group_size(); ++r) {
     std::vector<std::string> args = f.rank_command;
-    const std::vector<std::string> flags = {"--model",
-                                            f.model,
-                                            "--host",
-                                            f.host,
-                                            "--port",
-                                            "0",
-                                            "--threads",
-                                            StrCat(threads),
-                                            "--tensor-parallel-size",
-                                            StrCat(f.tensor_parallel_size),
-                                            "--pipeline-parallel-size",
-                                            StrCat(f.pipeline_parallel_size),
-                                            "--group-rank",
-                                            StrCat(r),
-                                            "--group-store",
-                                            g->store_dir_,
-                                            "--group-timeout-ms",
-                                            StrCat(f.group_timeout_ms),
-                                            "--kv-pool",
-                                            f.kv_pool,
-                                            "--device",
-                                            f.device.device,
-                                            "--device-id",
-                                            StrCat(f.device.device_id + r)};
+    const std::vector<std::string> flags = {
+        "--model",
+        f.model,
+        "--host",
+        f.host,
+        "--port",
+        "0",
+        "--threads",
+        StrCat(threads),
+        "--tensor-parallel-size",
+        StrCat(f.tensor_parallel_size),
+        "--pipeline-parallel-size",
+        StrCat(f.pipeline_parallel_size),
+        "--group-rank",
+        StrCat(r),
+        "--group-store",
+        g->store_dir_,
+        "--group-timeout-ms",
+        StrCat(f.group_timeout_ms),
+        "--kv-pool",
+        f.kv_pool,
+        "--kv-cache-dtype",
+        f.kv_cache_dtype,
+    };
+    const std::vector<std::string> device = DeviceArgs(f.device, r);
+    args.insert(args.end(), device.begin(), device.end());
     args.insert(args.end(), flags.begin(), flags.end());
     if (!f.rank_command.empty()) args.insert(args.end(), {"--role", f.role});
     if (!f.ucx_tls.empty()) args.insert(args.end(), {"--ucx-tls", f.ucx_tls});
@@ -173,7 +175,7 @@ absl::StatusOr<std::vector<kvcache::PageLayout>> GroupPageLayouts(const model::M
     o.pp_size = f.pipeline_parallel_size;
     o.rank = r;
     BATON_ASSIGN_OR_RETURN(model::Shard shard, model::PlanShard(config, engine::PlacementOf(o)));
-    out.push_back(engine::PageLayoutFor(shard, config, f.block_size));
+    out.push_back(engine::PageLayoutFor(shard, config, f.block_size, f.kv_cache_dtype));
   }
   return out;
 }

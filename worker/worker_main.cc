@@ -42,10 +42,11 @@ absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
   std::fprintf(stderr, "%s: loading %s\n", name.c_str(), flags.model.c_str());
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> worker, WorkerRuntime::Start(flags));
   // With --port 0 the system picks the port; this line says which.
-  std::printf("%s: serving %s on %s:%d (%lld KV pages of %lld tokens), role %s", name.c_str(),
+  std::printf("%s: serving %s on %s:%d (%lld %s KV pages of %lld tokens), role %s", name.c_str(),
               worker->model().name.c_str(), flags.host.c_str(), worker->port(),
               static_cast<long long>(worker->engine().num_kv_pages()),
-              static_cast<long long>(flags.block_size), worker->role().c_str());
+              worker->engine().kv_layout().dtype.c_str(), static_cast<long long>(flags.block_size),
+              worker->role().c_str());
   if (worker->metrics_port() >= 0) std::printf(", metrics :%d", worker->metrics_port());
   if (flags.group_size() > 1) {
     std::printf(", group tp=%d pp=%d", flags.tensor_parallel_size, flags.pipeline_parallel_size);

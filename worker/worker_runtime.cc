@@ -52,10 +52,47 @@ void AddDeviceFlags(CLI::App* cmd, engine::DeviceOptions* d) {
       ->envname("BATON_DEVICE_ID")
       ->check(CLI::Range(0, 1023))
       ->capture_default_str();
+  cmd->add_flag("--batch-invariant", d->batch_invariant,
+                "cuda: GEMM algorithms that never depend on the batch, so that a sequence's "
+                "logits are the same bits whatever runs beside it (the CPU always is); costs "
+                "some speed (docs/perf/gpu.md)")
+      ->envname("BATON_BATCH_INVARIANT");
+  cmd->add_flag("--enforce-eager", d->enforce_eager,
+                "cuda: run every step eagerly, without CUDA graphs")
+      ->envname("BATON_ENFORCE_EAGER");
+  cmd->add_option("--gpu-memory-utilization", d->gpu_memory_utilization,
+                  "cuda: share of the device memory left after the weights that goes to KV "
+                  "pages, unless --kv-cache-memory gives a size")
+      ->envname("BATON_GPU_MEMORY_UTILIZATION")
+      ->check(CLI::Range(0.01, 0.98))
+      ->capture_default_str();
+}
+
+std::vector<std::string> DeviceArgs(const engine::DeviceOptions& d, int device_offset) {
+  std::vector<std::string> a = {"--device",
+                                d.device,
+                                "--device-id",
+                                StrCat(d.device_id + device_offset),
+                                "--gpu-memory-utilization",
+                                StrCat(d.gpu_memory_utilization)};
+  if (d.batch_invariant) a.emplace_back("--batch-invariant");
+  if (d.enforce_eager) a.emplace_back("--enforce-eager");
+  return a;
+}
+
+void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* dtype) {
+  cmd->add_option("--kv-cache-dtype", *dtype,
+                  "Element type of the KV cache: bf16 (half the memory; what GPU workers hold, "
+                  "so CPU and GPU workers can exchange pages) or f32 (exact). Prefill and decode "
+                  "workers must agree; a group's ranks take their leader's")
+      ->envname("BATON_KV_CACHE_DTYPE")
+      ->check(CLI::IsMember({"bf16", "f32"}))
+      ->capture_default_str();
 }
 
 void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
   AddDeviceFlags(cmd, &f->device);
+  AddKvCacheDtypeFlag(cmd, &f->kv_cache_dtype);
   cmd->add_option("--threads", f->threads, "Compute threads (0: one per core)")
       ->envname("BATON_THREADS");
   cmd->add_option("--kv-cache-memory", f->kv_cache_memory,
@@ -146,6 +183,22 @@ int WorkerRuntime::metrics_port() const {
   return metrics_http_ == nullptr ? -1 : metrics_http_->port();
 }
 
+absl::Status CheckGpuWorker(const WorkerFlags& flags) {
+  if (flags.device.device != "cuda") return absl::OkStatus();
+  if (flags.group_size() > 1) {
+    return absl::UnimplementedError(
+        "--device cuda with --tensor-parallel-size or --pipeline-parallel-size above 1: worker "
+        "groups on the GPU backend are not built yet (docs/gpu.md); run one GPU per worker");
+  }
+  if (flags.role != "colocated") {
+    return absl::UnimplementedError(StrCat(
+        "--device cuda with --role ", flags.role,
+        ": KV transfers from and to GPU pages are not built yet (docs/gpu.md); run GPU workers "
+        "colocated, or this role with --device cpu"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const WorkerFlags& flags) {
   if (flags.role != "colocated" && flags.role != "prefill" && flags.role != "decode") {
     return absl::InvalidArgumentError(
@@ -158,6 +211,8 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     return absl::InvalidArgumentError(StrCat("--group-rank ", flags.group_rank,
                                              " runs as `baton worker`: only rank 0 serves here"));
   }
+  BATON_RETURN_IF_ERROR(CheckGpuWorker(flags));
+  const bool on_gpu = flags.device.device == "cuda";
   std::unique_ptr<WorkerRuntime> w(new WorkerRuntime());
   w->role_ = flags.role;
   engine::EngineOptions options;
@@ -167,6 +222,8 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     options.threads = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / group_size);
   }
   options.block_size = flags.block_size;
+  BATON_RETURN_IF_ERROR(engine::CheckKvCacheDtype(flags.kv_cache_dtype));
+  options.kv_cache_dtype = flags.kv_cache_dtype;
   options.kv_cache_fraction = flags.kv_cache_fraction;
   if (!flags.kv_cache_memory.empty()) {
     BATON_ASSIGN_OR_RETURN(options.kv_cache_bytes,
@@ -259,16 +316,18 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
         w->loaded_.model.get(), group, std::make_shared<engine::GroupComms>(std::move(comms)), kv,
         [self = w.get()](engine::GroupBackend* b) { self->group_backend_ = b; });
   }
+  BATON_ASSIGN_OR_RETURN(w->gpu_, engine::StartGpu(*w->loaded_.model, flags.device, &options));
   BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
-  // One registration of the whole pool serves both directions (docs/transport.md).
-  if (w->pool_region_ == nullptr) {
+  // One registration of the whole pool serves both directions (docs/transport.md). GPU
+  // pages take no part in transfers (refused above).
+  if (w->pool_region_ == nullptr && !on_gpu) {
     BATON_ASSIGN_OR_RETURN(w->pool_region_, transport::RegisteredRegion::Register(
                                                 *w->ucx_, w->engine_->kv_pool_data(),
                                                 static_cast<size_t>(w->engine_->kv_pool_bytes())));
   }
   // A colocated group takes no part in KV transfers: a split group's ranks each move their
   // own slice (docs/parallel.md, "KV transfers with groups").
-  const bool takes_transfers = group_size == 1 || flags.role != "colocated";
+  const bool takes_transfers = !on_gpu && (group_size == 1 || flags.role != "colocated");
   if (flags.role != "prefill" && takes_transfers) {
     KvReceiverOptions ro;
     ro.default_lease = absl::Seconds(flags.kv_lease_seconds);
@@ -369,6 +428,7 @@ void WorkerRuntime::Shutdown(absl::Duration grace) {
     pool_region_.reset();  // before the pool's memory goes: no put is in flight now
     engine_.reset();       // ends whatever is still open
   }
+  gpu_.reset();  // the engine's pages and forward were on it
   ucx_.reset();
   group_.reset();  // after the engine, whose backend tells the ranks to exit
 }

@@ -15,6 +15,7 @@
 #include "absl/time/time.h"
 #include "engine/device.h"
 #include "engine/engine.h"
+#include "engine/gpu_backend.h"
 #include "engine/loaded_model.h"
 #include "grpcpp/grpcpp.h"
 #include "parallel/tcp_store.h"
@@ -38,6 +39,7 @@ struct WorkerFlags {
   engine::DeviceOptions device;  // --device, --device-id
   std::string kv_cache_memory;   // bytes with an optional KiB/MiB/GiB suffix
   double kv_cache_fraction = 0.25;
+  std::string kv_cache_dtype = "bf16";  // --kv-cache-dtype: EngineOptions::kv_cache_dtype
   int64_t block_size = 16;
   int64_t max_running = 256;
   int64_t max_waiting = 4096;
@@ -83,6 +85,14 @@ void AddGroupFlags(CLI::App* cmd, WorkerFlags* flags);
 
 // --device and --device-id, with their BATON_* variables (every binary that runs the engine).
 void AddDeviceFlags(CLI::App* cmd, engine::DeviceOptions* device);
+// What the GPU backend does not run yet, refused before anything loads: worker groups and
+// the prefill and decode roles (KV transfers of GPU pages). OK for --device cpu.
+absl::Status CheckGpuWorker(const WorkerFlags& flags);
+// The device flags again, for a child process; its GPU is `device_offset` past ours.
+std::vector<std::string> DeviceArgs(const engine::DeviceOptions& device, int device_offset = 0);
+
+// --kv-cache-dtype bf16|f32 (BATON_KV_CACHE_DTYPE; every binary that runs the engine).
+void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* dtype);
 
 // The engine flags (--device, --threads, --kv-cache-memory, ..., --no-mmap); not --model, --host or
 // --port, which each command defines with its own meaning.
@@ -110,6 +120,7 @@ class WorkerRuntime {
 
   std::string role_;
   engine::LoadedModel loaded_;
+  std::unique_ptr<engine::GpuEngine> gpu_;  // --device cuda: outlives the engine, its pages
   std::unique_ptr<engine::Engine> engine_;
   WorkerMetrics metrics_;
   std::unique_ptr<transport::UcxWorker> ucx_;

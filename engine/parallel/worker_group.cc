@@ -28,14 +28,23 @@ struct FrameHeader {
 };
 constexpr size_t kInlineBytes = kFrameBytes - sizeof(FrameHeader);
 
-// The group's setup, broadcast once by the leader.
-constexpr int64_t kSetupMagic = 0x4253455455500001;  // "BSETUP", version 1
+// The group's setup, broadcast once by the leader. Every rank's pool takes the leader's
+// page count, block size and KV element type, whatever its own flags said.
+constexpr int64_t kSetupMagic = 0x4253455455500002;  // "BSETUP", version 2
 struct Setup {
   int64_t magic = kSetupMagic;
   int64_t num_pages = 0;
   int64_t block_size = 0;
   int64_t group_size = 0;
+  char kv_dtype[16] = {};  // the layout's dtype, NUL-padded
 };
+
+// The dtype the setup carries; empty when it is not NUL-terminated.
+std::string SetupDtype(const Setup& setup) {
+  const char* end = std::find(std::begin(setup.kv_dtype), std::end(setup.kv_dtype), '\0');
+  if (end == std::end(setup.kv_dtype)) return "";
+  return std::string(std::begin(setup.kv_dtype), end);
+}
 
 absl::StatusOr<GroupStep> ReceiveStep(parallel::Communicator* world) {
   std::vector<std::byte> frame(kFrameBytes);
@@ -271,6 +280,9 @@ absl::StatusOr<std::unique_ptr<GroupBackend>> GroupBackend::Create(
   setup.num_pages = pool->num_blocks();
   setup.block_size = pool->layout().block_size;
   setup.group_size = options.tp_size * options.pp_size;
+  const std::string& dtype = pool->layout().dtype;
+  BATON_CHECK(dtype.size() < sizeof(setup.kv_dtype));  // the pool took only bf16 or f32
+  std::copy(dtype.begin(), dtype.end(), setup.kv_dtype);
   BATON_RETURN_IF_ERROR(
       b->comms_.world->Broadcast(AsWritableBytes(std::span<Setup>(&setup, 1)), 0));
   b->last_sent_ = std::chrono::steady_clock::now();
@@ -384,7 +396,12 @@ absl::Status RunGroupFollower(const model::Model& model, const GroupOptions& opt
         ", this rank expects ", options.tp_size * options.pp_size,
         "); start every rank with the same --tensor-parallel-size and --pipeline-parallel-size"));
   }
-  const PageLayout layout = PageLayoutFor(shard, model.config(), setup.block_size);
+  const std::string dtype = SetupDtype(setup);
+  if (absl::Status ok = CheckKvCacheDtype(dtype); !ok.ok()) {
+    return absl::FailedPreconditionError(
+        StrCat("worker group: the leader's KV cache dtype does not fit this rank: ", ok.message()));
+  }
+  const PageLayout layout = PageLayoutFor(shard, model.config(), setup.block_size, dtype);
   void* memory = nullptr;
   if (kv.pool_memory) {
     BATON_ASSIGN_OR_RETURN(memory, kv.pool_memory(static_cast<size_t>(layout.page_bytes()) *

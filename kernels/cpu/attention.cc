@@ -4,30 +4,42 @@
 #include <cmath>
 
 #include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/ops.h"
 
 namespace baton::cpu {
 namespace {
+
 bool UseAvx512(const PagedKvView& kv) {
   return kv.head_dim % 16 == 0 && kv.head_dim <= 256 &&
          internal::CurrentIsa() >= internal::Isa::kAvx512;
 }
-}  // namespace
 
-void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
-                    const PagedKvView& kv, float scale, float* scores, float* out) {
-  if (UseAvx512(kv)) {
-    internal::AttendQueriesAvx512(q, 1, pos, kv_head, block_table, kv, scale, scores, out);
-    return;
+// out[d] += w * value[d] for d < n, eight lanes at a time that the compiler keeps in
+// vector registers (as Dot's), widening bf16 on the way. Each out[d] still adds one
+// product per call, so the sums keep their key order.
+template <typename T>
+void AddScaledRow(float w, const T* __restrict value, int64_t n, float* __restrict out) {
+  int64_t d = 0;
+  for (; d + 8 <= n; d += 8) {
+    for (int l = 0; l < 8; ++l) out[d + l] += w * ToFloat(value[d + l]);
   }
+  for (; d < n; ++d) out[d] += w * ToFloat(value[d]);
+}
+
+// The baseline-ISA path over pages of T (float or Bf16).
+template <typename T>
+void AttendOneQueryOf(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
+                      const PagedKvView& kv, float scale, float* scores, float* out) {
+  const T* k = static_cast<const T*>(kv.k);
+  const T* v = static_cast<const T*>(kv.v);
   const int64_t head_offset = kv_head * kv.head_stride;
   float max_score = -INFINITY;
   for (int64_t t = 0; t <= pos; ++t) {
     const int64_t block = block_table[t / kv.block_size];
-    const float* key =
-        kv.k + block * kv.block_stride + (t % kv.block_size) * kv.head_dim + head_offset;
+    const T* key = k + block * kv.block_stride + (t % kv.block_size) * kv.head_dim + head_offset;
     scores[t] = Dot(q, key, kv.head_dim) * scale;
     max_score = std::max(max_score, scores[t]);
   }
@@ -39,13 +51,29 @@ void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t*
   std::fill(out, out + kv.head_dim, 0.0f);
   for (int64_t t = 0; t <= pos; ++t) {
     const int64_t block = block_table[t / kv.block_size];
-    const float* value =
-        kv.v + block * kv.block_stride + (t % kv.block_size) * kv.head_dim + head_offset;
-    const float w = scores[t];
-    for (int64_t d = 0; d < kv.head_dim; ++d) out[d] += w * value[d];
+    const T* value = v + block * kv.block_stride + (t % kv.block_size) * kv.head_dim + head_offset;
+    AddScaledRow(scores[t], value, kv.head_dim, out);
   }
   const float inv = 1.0f / sum;
   for (int64_t d = 0; d < kv.head_dim; ++d) out[d] *= inv;
+}
+
+}  // namespace
+
+void AttendOneQuery(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
+                    const PagedKvView& kv, float scale, float* scores, float* out) {
+  if (UseAvx512(kv)) {
+    internal::AttendQueriesAvx512(q, 1, pos, kv_head, block_table, kv, scale, scores, out);
+    return;
+  }
+  switch (kv.dtype) {
+    case KvDtype::kF32:
+      AttendOneQueryOf<float>(q, pos, kv_head, block_table, kv, scale, scores, out);
+      return;
+    case KvDtype::kBf16:
+      AttendOneQueryOf<Bf16>(q, pos, kv_head, block_table, kv, scale, scores, out);
+      return;
+  }
 }
 
 void AttendQueries(const float* q, int64_t count, int64_t pos, int64_t kv_head,

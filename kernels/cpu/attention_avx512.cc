@@ -1,5 +1,6 @@
-// AttendOneQuery and AttendQueries with AVX-512F, for head_dim a multiple of 16. Compiled
-// with -mavx512f (isa_flags.cmake); attention.cc calls them only when the CPU has AVX-512.
+// AttendOneQuery and AttendQueries with AVX-512F, for head_dim a multiple of 16, over f32
+// or bf16 pages. Compiled with -mavx512f (isa_flags.cmake); attention.cc calls them only
+// when the CPU has AVX-512.
 //
 // Per query, in three passes over its keys, always in key order from position 0:
 //   1. scores: 16 keys at a time, each key's 16-lane partial dot products reduced by a
@@ -11,6 +12,10 @@
 // one pass together: each K tile and V row is then loaded once for all of them, and the
 // V pass has one independent FMA chain per query and lane group instead of a chain
 // bound by FMA latency. Each query's arithmetic stays exactly as above.
+//
+// Every kernel is a template on the pages' element type T: a bf16 row is widened to f32
+// as it is loaded (16 lanes zero-extended and shifted up by 16 bits, which is exact), and
+// from there the arithmetic is the f32 path's, so the passes are the same code.
 #include "kernels/cpu/simd.h"
 
 #include <array>
@@ -19,6 +24,7 @@
 #include <utility>
 
 #include "kernels/cpu/attention_internal.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/exp_avx512_inl.h"
 
 // Loops over a fixed count must be unrolled completely, or the accumulators and partial
@@ -51,18 +57,26 @@ namespace {
   return _mm512_add_ps(_mm512_shuffle_f32x4(s01, s23, 0x88), _mm512_shuffle_f32x4(s01, s23, 0xDD));
 }
 
+// 16 elements of a K or V row as f32.
+[[gnu::always_inline]] inline __m512 Load16(const float* p) { return _mm512_loadu_ps(p); }
+[[gnu::always_inline]] inline __m512 Load16(const Bf16* p) {
+  const __m256i bits = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(p));
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(bits), 16));
+}
+
 // Walks the rows of one KV head in position order through the block table without a
 // division per key. A block's table entry is read only when its first row is asked for.
+template <typename T>
 class RowWalker {
  public:
-  RowWalker(const float* base, const int32_t* block_table, const PagedKvView& kv, int64_t kv_head)
-      : base_(base + kv_head * kv.head_stride),
+  RowWalker(const void* base, const int32_t* block_table, const PagedKvView& kv, int64_t kv_head)
+      : base_(static_cast<const T*>(base) + kv_head * kv.head_stride),
         table_(block_table),
         block_stride_(kv.block_stride),
         block_size_(kv.block_size),
         row_stride_(kv.head_dim) {}
   // The current row; call once per position, then Next().
-  const float* Row() {
+  const T* Row() {
     if (offset_ == 0) block_base_ = base_ + table_[block_] * block_stride_;
     return block_base_ + offset_ * row_stride_;
   }
@@ -74,11 +88,11 @@ class RowWalker {
   }
 
  private:
-  const float* base_;
+  const T* base_;
   const int32_t* table_;
   int64_t block_stride_, block_size_, row_stride_;
   int64_t block_ = 0, offset_ = 0;
-  const float* block_base_ = nullptr;
+  const T* block_base_ = nullptr;
 };
 
 // A head's rows are contiguous within a page, but the next page's are elsewhere (every
@@ -88,11 +102,14 @@ class RowWalker {
 // ahead of the one it is on.
 constexpr int64_t kPrefetchKeys = 16;
 
-template <int kLines>
-void PrefetchRow(const float* row) {
+// Asks for the cache lines of a row of kChunks * 16 elements of T (a bf16 row needs half
+// the lines of an f32 one).
+template <int kChunks, typename T>
+void PrefetchRow(const T* row) {
+  constexpr int kLines = (kChunks * 16 * static_cast<int>(sizeof(T)) + 63) / 64;
   ATTN_UNROLL
   for (int i = 0; i < kLines; ++i) {
-    _mm_prefetch(reinterpret_cast<const char*>(row + 16 * i), _MM_HINT_T0);
+    _mm_prefetch(reinterpret_cast<const char*>(row) + 64 * i, _MM_HINT_T0);
   }
 }
 
@@ -117,9 +134,9 @@ float ExpAndSum(float* scores, int64_t n, float max) {
   return lanes[0];
 }
 
-// kQueries queries of kChunks * 16 dims over one KV head; scores holds kQueries rows of
-// n = pos + 1 floats.
-template <int kChunks, int kQueries>
+// kQueries queries of kChunks * 16 dims over one KV head of T pages; scores holds
+// kQueries rows of n = pos + 1 floats.
+template <typename T, int kChunks, int kQueries>
 void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* block_table,
                  const PagedKvView& kv, float scale, float* scores, float* out) {
   constexpr int64_t kDim = kChunks * 16;
@@ -129,15 +146,15 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
   ATTN_UNROLL
   for (int i = 0; i < kQueries; ++i) max_v[i] = _mm512_set1_ps(-INFINITY);
 
-  RowWalker keys(kv.k, block_table, kv, kv_head);
-  RowWalker keys_ahead(kv.k, block_table, kv, kv_head);
+  RowWalker<T> keys(kv.k, block_table, kv, kv_head);
+  RowWalker<T> keys_ahead(kv.k, block_table, kv, kv_head);
   int64_t ahead = 0;
   for (; ahead < n && ahead < kPrefetchKeys; ++ahead, keys_ahead.Next()) {
     PrefetchRow<kChunks>(keys_ahead.Row());
   }
   for (int64_t t0 = 0; t0 < n; t0 += 16) {
     const int64_t count = n - t0 < 16 ? n - t0 : 16;
-    const float* rows[16];
+    const T* rows[16];
     for (int64_t j = 0; j < count; ++j, keys.Next()) rows[j] = keys.Row();
     for (const int64_t stop = t0 + count + kPrefetchKeys; ahead < n && ahead < stop;
          ++ahead, keys_ahead.Next()) {
@@ -154,7 +171,7 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
         ATTN_UNROLL
         for (int c = 0; c < kChunks; ++c) {
           partial[j] = _mm512_fmadd_ps(_mm512_loadu_ps(q + i * kDim + 16 * c),
-                                       _mm512_loadu_ps(rows[j] + 16 * c), partial[j]);
+                                       Load16(rows[j] + 16 * c), partial[j]);
         }
       }
       const __m512 s = _mm512_mul_ps(ReduceAdd16(partial), scale_v);
@@ -174,20 +191,20 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
     ATTN_UNROLL
     for (int c = 0; c < kChunks; ++c) acc[i][c] = _mm512_setzero_ps();
   }
-  RowWalker values(kv.v, block_table, kv, kv_head);
-  RowWalker values_ahead(kv.v, block_table, kv, kv_head);
+  RowWalker<T> values(kv.v, block_table, kv, kv_head);
+  RowWalker<T> values_ahead(kv.v, block_table, kv, kv_head);
   for (int64_t t = 0; t < n && t < kPrefetchKeys; ++t, values_ahead.Next()) {
     PrefetchRow<kChunks>(values_ahead.Row());
   }
   for (int64_t t = 0; t < n; ++t, values.Next()) {
-    const float* value = values.Row();
+    const T* value = values.Row();
     if (t + kPrefetchKeys < n) {
       PrefetchRow<kChunks>(values_ahead.Row());
       values_ahead.Next();
     }
     ATTN_UNROLL
     for (int c = 0; c < kChunks; ++c) {
-      const __m512 v = _mm512_loadu_ps(value + 16 * c);
+      const __m512 v = Load16(value + 16 * c);
       ATTN_UNROLL
       for (int i = 0; i < kQueries; ++i) {
         acc[i][c] = _mm512_fmadd_ps(_mm512_set1_ps(scores[i * n + t]), v, acc[i][c]);
@@ -204,20 +221,20 @@ void AttendFixed(const float* q, int64_t pos, int64_t kv_head, const int32_t* bl
   }
 }
 
-// `count` queries through AttendFixed<kChunks, *>, up to kMax at a time.
-template <int kChunks, int kMax>
+// `count` queries through AttendFixed<T, kChunks, *>, up to kMax at a time.
+template <typename T, int kChunks, int kMax>
 void AttendInPasses(const float* q, int64_t count, int64_t pos, int64_t kv_head,
                     const int32_t* block_table, const PagedKvView& kv, float scale, float* scores,
                     float* out) {
   constexpr int64_t kDim = kChunks * 16;
   const int64_t n = pos + 1;
   for (; count >= kMax; count -= kMax, q += kMax * kDim, out += kMax * kDim, scores += kMax * n) {
-    AttendFixed<kChunks, kMax>(q, pos, kv_head, block_table, kv, scale, scores, out);
+    AttendFixed<T, kChunks, kMax>(q, pos, kv_head, block_table, kv, scale, scores, out);
   }
   if constexpr (kMax > 1) {
     if (count > 0) {
-      AttendInPasses<kChunks, kMax - 1>(q, count, pos, kv_head, block_table, kv, scale, scores,
-                                        out);
+      AttendInPasses<T, kChunks, kMax - 1>(q, count, pos, kv_head, block_table, kv, scale, scores,
+                                           out);
     }
   }
 }
@@ -233,21 +250,23 @@ constexpr int kQueriesPerPass = kChunks == 4   ? 4
 using AttendFn = void (*)(const float*, int64_t, int64_t, int64_t, const int32_t*,
                           const PagedKvView&, float, float*, float*);
 
-template <int... kMinus1>
+template <typename T, int... kMinus1>
 constexpr std::array<AttendFn, sizeof...(kMinus1)> MakeAttendTable(
     std::integer_sequence<int, kMinus1...>) {
-  return {&AttendInPasses<kMinus1 + 1, kQueriesPerPass<kMinus1 + 1>>...};
+  return {&AttendInPasses<T, kMinus1 + 1, kQueriesPerPass<kMinus1 + 1>>...};
 }
 
-// Indexed by head_dim / 16 - 1.
-constexpr auto kAttend = MakeAttendTable(std::make_integer_sequence<int, 16>());
+// Indexed by head_dim / 16 - 1, per element type.
+constexpr auto kAttendF32 = MakeAttendTable<float>(std::make_integer_sequence<int, 16>());
+constexpr auto kAttendBf16 = MakeAttendTable<Bf16>(std::make_integer_sequence<int, 16>());
 
 }  // namespace
 
 void AttendQueriesAvx512(const float* q, int64_t count, int64_t pos, int64_t kv_head,
                          const int32_t* block_table, const PagedKvView& kv, float scale,
                          float* scores, float* out) {
-  kAttend[kv.head_dim / 16 - 1](q, count, pos, kv_head, block_table, kv, scale, scores, out);
+  const auto& table = kv.dtype == KvDtype::kBf16 ? kAttendBf16 : kAttendF32;
+  table[kv.head_dim / 16 - 1](q, count, pos, kv_head, block_table, kv, scale, scores, out);
 }
 
 }  // namespace baton::cpu::internal

@@ -9,7 +9,8 @@
 
 namespace baton::cpu::internal {
 
-// AttendQueries for head_dim a multiple of 16, at most 256. Needs AVX-512F.
+// AttendQueries for head_dim a multiple of 16, at most 256, over pages of kv.dtype.
+// Needs AVX-512F.
 void AttendQueriesAvx512(const float* q, int64_t count, int64_t pos, int64_t kv_head,
                          const int32_t* block_table, const PagedKvView& kv, float scale,
                          float* scores, float* out);

@@ -7,17 +7,25 @@
 
 namespace baton::cpu {
 
-float Dot(const float* a, const float* b, int64_t n) {
+namespace {
+
+template <typename T>
+float DotOf(const float* a, const T* b, int64_t n) {
   // Eight lanes that the compiler can keep in one vector register; the order of every
   // addition is fixed by the source, so no -ffast-math reassociation is needed.
   float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * b[i + l];
+    for (int l = 0; l < 8; ++l) acc[l] += a[i + l] * ToFloat(b[i + l]);
   }
-  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * b[i];
+  for (int l = 0; i < n; ++i, ++l) acc[l] += a[i] * ToFloat(b[i]);
   return ((acc[0] + acc[4]) + (acc[1] + acc[5])) + ((acc[2] + acc[6]) + (acc[3] + acc[7]));
 }
+
+}  // namespace
+
+float Dot(const float* a, const float* b, int64_t n) { return DotOf(a, b, n); }
+float Dot(const float* a, const Bf16* b, int64_t n) { return DotOf(a, b, n); }
 
 void RmsNorm(const float* x, const float* weight, int64_t n, float eps, float* out) {
   const float mean_square = Dot(x, x, n) / static_cast<float>(n);

@@ -4,6 +4,8 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/bf16.h"
+
 namespace baton::cpu {
 
 // out = x / sqrt(mean(x^2) + eps) * weight, over n elements. out may alias x.
@@ -24,5 +26,8 @@ void AddInPlace(float* x, const float* y, int64_t n);
 // A dot product with one fixed summation order (8 interleaved partial sums, then a fixed
 // tree), independent of the caller and the data around it.
 float Dot(const float* a, const float* b, int64_t n);
+// The same with b in bf16 (widened exactly): the same order, so it equals Dot over b's
+// values as floats.
+float Dot(const float* a, const Bf16* b, int64_t n);
 
 }  // namespace baton::cpu

@@ -22,4 +22,23 @@ void SwiGluAvx512(const float* gate, const float* up, int64_t n, float* out) {
   }
 }
 
+void FloatToBf16RowAvx512(const float* x, int64_t n, uint16_t* out) {
+  // bf16.h's FloatToBf16 on 16 lanes: the same integer rounding, then NaN lanes replaced.
+  const __m512i one = _mm512_set1_epi32(1);
+  const __m512i half = _mm512_set1_epi32(0x7fff);
+  const __m512i magnitude = _mm512_set1_epi32(0x7fffffff);
+  const __m512i inf = _mm512_set1_epi32(0x7f800000);
+  const __m512i nan = _mm512_set1_epi32(0x7fff);
+  for (int64_t i = 0; i < n; i += 16) {
+    const int64_t left = n - i;
+    const auto mask = static_cast<__mmask16>(left >= 16 ? 0xffffu : (1u << left) - 1);
+    const __m512i v = _mm512_castps_si512(_mm512_maskz_loadu_ps(mask, x + i));
+    const __m512i odd = _mm512_and_si512(_mm512_srli_epi32(v, 16), one);
+    __m512i r = _mm512_srli_epi32(_mm512_add_epi32(v, _mm512_add_epi32(half, odd)), 16);
+    const __mmask16 is_nan = _mm512_cmpgt_epi32_mask(_mm512_and_si512(v, magnitude), inf);
+    r = _mm512_mask_mov_epi32(r, is_nan, nan);
+    _mm512_mask_cvtepi32_storeu_epi16(out + i, mask, r);
+  }
+}
+
 }  // namespace baton::cpu::internal

@@ -4,65 +4,21 @@
 #include <cmath>
 
 #include "kernels/cuda/ops.cuh"
+#include "kernels/cuda/rms_norm.cuh"
+#include "kernels/cuda/rope.cuh"
 
 namespace baton::kernels::cuda {
 namespace {
 
-constexpr int kNormThreads = 256;  // fixed: the reduction tree depends on it alone
-
-// The sum of v over the block's threads by a fixed tree: within each warp by xor
-// shuffles, then the warps' sums by the first warp in the same way.
-__device__ float BlockSum(float v) {
-  __shared__ float warp_sums[kNormThreads / 32];
-  for (int offset = 16; offset > 0; offset /= 2) v += __shfl_xor_sync(0xffffffffu, v, offset);
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  if (lane == 0) warp_sums[warp] = v;
-  __syncthreads();
-  float total = lane < kNormThreads / 32 ? warp_sums[lane] : 0.0f;
-  for (int offset = 16; offset > 0; offset /= 2) {
-    total += __shfl_xor_sync(0xffffffffu, total, offset);
-  }
-  return total;  // every thread of warp 0 holds it; broadcast below
-}
-
-template <bool kAddResidual>
-__global__ void RmsNormKernel(float* residual, const float* x, const float* weight, int n,
-                              float eps, float* out) {
-  const int64_t row = blockIdx.x;
-  const float* in = x + row * n;
-  float* res = kAddResidual ? residual + row * n : nullptr;
-  float partial = 0.0f;
-  for (int i = threadIdx.x; i < n; i += kNormThreads) {
-    float v = in[i];
-    if constexpr (kAddResidual) {
-      v += res[i];
-      res[i] = v;
-    }
-    partial += v * v;
-  }
-  __shared__ float scale;
-  const float sum = BlockSum(partial);
-  if (threadIdx.x == 0) scale = rsqrtf(sum / static_cast<float>(n) + eps);
-  __syncthreads();
-  const float* src = kAddResidual ? res : in;
-  for (int i = threadIdx.x; i < n; i += kNormThreads) out[row * n + i] = src[i] * scale * weight[i];
-}
+using detail::kNormThreads;
+using detail::RmsNormKernel;
 
 __global__ void RopeKernel(float* x, int num_heads, int head_dim, const float* cos,
                            const float* sin, bool interleaved) {
-  const int token = blockIdx.x;
+  const int64_t token = blockIdx.x;
   const int half = head_dim / 2;
-  const float* c = cos + static_cast<int64_t>(token) * half;
-  const float* s = sin + static_cast<int64_t>(token) * half;
-  float* row = x + static_cast<int64_t>(token) * num_heads * head_dim;
-  for (int k = threadIdx.x; k < num_heads * half; k += blockDim.x) {
-    const int h = k / half, i = k % half;
-    float* v = row + static_cast<int64_t>(h) * head_dim;
-    const int ia = interleaved ? 2 * i : i, ib = interleaved ? 2 * i + 1 : i + half;
-    const float a = v[ia], b = v[ib];
-    v[ia] = a * c[i] - b * s[i];
-    v[ib] = b * c[i] + a * s[i];
-  }
+  detail::RotateHeads(x + token * num_heads * head_dim, num_heads, head_dim, cos + token * half,
+                      sin + token * half, interleaved);
 }
 
 __global__ void SwiGluKernel(const float* gate, const float* up, int64_t n, float* out) {
@@ -105,14 +61,14 @@ __global__ void GatherKernel(const T* table, int64_t rows, int dim, const int32_
 cudaError_t RmsNorm(const float* x, const float* weight, int rows, int n, float eps, float* out,
                     cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
-  RmsNormKernel<false><<<rows, kNormThreads, 0, stream>>>(nullptr, x, weight, n, eps, out);
+  RmsNormKernel<false, float><<<rows, kNormThreads, 0, stream>>>(nullptr, x, weight, n, eps, out);
   return cudaGetLastError();
 }
 
 cudaError_t AddRmsNorm(float* residual, const float* x, const float* weight, int rows, int n,
                        float eps, float* out, cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return cudaSuccess;
-  RmsNormKernel<true><<<rows, kNormThreads, 0, stream>>>(residual, x, weight, n, eps, out);
+  RmsNormKernel<true, float><<<rows, kNormThreads, 0, stream>>>(residual, x, weight, n, eps, out);
   return cudaGetLastError();
 }
 

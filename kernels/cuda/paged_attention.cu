@@ -29,12 +29,14 @@ __device__ inline float WarpMax(float v) {
 template <typename T>
 __global__ void WriteKvKernel(T* base, int64_t page_stride, int64_t head_stride, int64_t rows,
                               int head_dim, int num_kv_heads, const float* k, const float* v,
-                              const int32_t* slot_pages, const int32_t* slot_rows) {
-  const int t = blockIdx.x;
+                              int64_t row_stride, const int32_t* slot_pages,
+                              const int32_t* slot_rows) {
+  const int64_t t = blockIdx.x;
   const int64_t page = slot_pages[t], row = slot_rows[t];
   if (page < 0 || row < 0) return;  // a padding slot
-  const float* kt = k + static_cast<int64_t>(t) * num_kv_heads * head_dim;
-  const float* vt = v + static_cast<int64_t>(t) * num_kv_heads * head_dim;
+  // The token's kv heads are contiguous from its row's start.
+  const float* kt = k + t * row_stride;
+  const float* vt = v + t * row_stride;
   for (int i = threadIdx.x; i < num_kv_heads * head_dim; i += blockDim.x) {
     const int h = i / head_dim, d = i % head_dim;
     T* dst = base + page * page_stride + h * head_stride + row * head_dim + d;
@@ -51,17 +53,24 @@ struct Partials {
   float* sum;
 };
 
+// A sequence's context as the decode kernels read it: cut at max_context (a longer one
+// would need splits that were not launched, and pages past its block table), and a
+// negative one read as 0.
+__device__ inline int DecodeLength(const int32_t* context_lens, int seq, int max_context) {
+  return max(0, min(context_lens[seq], max_context));
+}
+
 template <typename T>
-__global__ void DecodeSplitKernel(const float* q, const T* base, int64_t page_stride,
-                                  int64_t head_stride, int64_t rows, int block_size, int head_dim,
+__global__ void DecodeSplitKernel(const float* q, int64_t q_stride, const int32_t* q_rows,
+                                  const T* base, int64_t page_stride, int64_t head_stride,
+                                  int64_t rows, int block_size, int head_dim,
                                   const int32_t* block_tables, int max_blocks,
                                   const int32_t* context_lens, int num_q_heads, int group,
-                                  int max_splits, float scale, Partials partials) {
+                                  int max_context, int max_splits, float scale, Partials partials) {
   const int kv_head = blockIdx.x, seq = blockIdx.y, split = blockIdx.z;
-  // A context past max_context would need splits that were not launched: cut, not overrun.
-  const int len = min(context_lens[seq], max_splits * kDecodeSplit);
+  const int len = DecodeLength(context_lens, seq, max_context);
   const int start = split * kDecodeSplit;
-  if (start >= len) return;
+  if (start >= len) return;  // past the context (all of a padding sequence's splits)
   const int count = min(kDecodeSplit, len - start);
   extern __shared__ float shared[];
   float* qs = shared;                         // [group][head_dim], scaled
@@ -69,27 +78,30 @@ __global__ void DecodeSplitKernel(const float* q, const T* base, int64_t page_st
   __shared__ float split_max[kMaxGroup], split_sum[kMaxGroup];
 
   const int q_head0 = kv_head * group;
-  const float* q_seq = q + (static_cast<int64_t>(seq) * num_q_heads + q_head0) * head_dim;
+  const float* q_seq =
+      q + static_cast<int64_t>(q_rows[seq]) * q_stride + static_cast<int64_t>(q_head0) * head_dim;
   for (int i = threadIdx.x; i < group * head_dim; i += kThreads) qs[i] = q_seq[i] * scale;
   __syncthreads();
 
   const int32_t* table = block_tables + static_cast<int64_t>(seq) * max_blocks;
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  const int chunks = head_dim / 32;  // K values per lane
-  // Scores: a warp per position; each lane holds head_dim / 32 of its K row, read once for
-  // every query of the group.
+  // Scores: a warp per position; lane l holds dims l, l + 32, ... of its K row (a head_dim
+  // below 32, or not a multiple of it, leaves the last lanes idle), read once for every
+  // query of the group.
   for (int j = warp; j < count; j += kWarps) {
     const int pos = start + j;
     const T* key = base + static_cast<int64_t>(table[pos / block_size]) * page_stride +
                    kv_head * head_stride + static_cast<int64_t>(pos % block_size) * head_dim;
     float kd[kMaxHeadDim / 32];
 #pragma unroll
-    for (int c = 0; c < kMaxHeadDim / 32; ++c) kd[c] = c < chunks ? Load(key + c * 32 + lane) : 0;
+    for (int c = 0; c < kMaxHeadDim / 32; ++c) {
+      kd[c] = c * 32 + lane < head_dim ? Load(key + c * 32 + lane) : 0;
+    }
     for (int g = 0; g < group; ++g) {
       float partial = 0;
 #pragma unroll
       for (int c = 0; c < kMaxHeadDim / 32; ++c) {
-        if (c < chunks) partial += qs[g * head_dim + c * 32 + lane] * kd[c];
+        if (c * 32 + lane < head_dim) partial += qs[g * head_dim + c * 32 + lane] * kd[c];
       }
       partial = WarpSum(partial);
       if (lane == 0) scores[g * kDecodeSplit + j] = partial;
@@ -138,11 +150,19 @@ __global__ void DecodeSplitKernel(const float* q, const T* base, int64_t page_st
   }
 }
 
-// Merges a sequence's splits for one query head, in split order; a thread per dim.
-__global__ void MergeSplitsKernel(const int32_t* context_lens, int num_q_heads, int head_dim,
-                                  int max_splits, Partials partials, float* out) {
+// Merges a sequence's splits for one query head, in split order, into out row q_rows[seq];
+// a thread per dim. A sequence without context has no splits and gets zeros (not 0 / 0).
+__global__ void MergeSplitsKernel(const int32_t* q_rows, const int32_t* context_lens,
+                                  int num_q_heads, int head_dim, int max_context, int max_splits,
+                                  Partials partials, float* out) {
   const int q_head = blockIdx.x, seq = blockIdx.y;
-  const int splits = min((context_lens[seq] + kDecodeSplit - 1) / kDecodeSplit, max_splits);
+  const int splits =
+      (DecodeLength(context_lens, seq, max_context) + kDecodeSplit - 1) / kDecodeSplit;
+  float* dst = out + (static_cast<int64_t>(q_rows[seq]) * num_q_heads + q_head) * head_dim;
+  if (splits == 0) {
+    for (int d = threadIdx.x; d < head_dim; d += blockDim.x) dst[d] = 0.0f;
+    return;
+  }
   const int64_t part = (static_cast<int64_t>(seq) * num_q_heads + q_head) * max_splits;
   float m = -INFINITY;
   for (int c = 0; c < splits; ++c) m = fmaxf(m, partials.max[part + c]);
@@ -153,7 +173,7 @@ __global__ void MergeSplitsKernel(const int32_t* context_lens, int num_q_heads, 
     for (int c = 0; c < splits; ++c) {
       acc += partials.out[(part + c) * head_dim + d] * expf(partials.max[part + c] - m);
     }
-    out[(static_cast<int64_t>(seq) * num_q_heads + q_head) * head_dim + d] = acc / l;
+    dst[d] = acc / l;
   }
 }
 
@@ -164,7 +184,7 @@ static_assert(kLanesPerQuery == 8);
 constexpr int kMaxDimsPerLane = kMaxHeadDim / kLanesPerQuery;
 
 template <typename T>
-__global__ void PrefillKernel(const float* q, const T* base, int64_t page_stride,
+__global__ void PrefillKernel(const float* q, int64_t q_stride, const T* base, int64_t page_stride,
                               int64_t head_stride, int64_t rows, int block_size, int head_dim,
                               const int32_t* block_tables, int max_blocks,
                               const int32_t* query_starts, const int32_t* query_lens,
@@ -183,9 +203,9 @@ __global__ void PrefillKernel(const float* q, const T* base, int64_t page_stride
   const int dims = head_dim / kLanesPerQuery;
 
   float qd[kMaxDimsPerLane], acc[kMaxDimsPerLane];
-  const float* qrow =
-      q + (static_cast<int64_t>(query_starts[seq] + (active ? local : 0)) * num_q_heads + q_head) *
-              head_dim;
+  const float* qrow = q +
+                      static_cast<int64_t>(query_starts[seq] + (active ? local : 0)) * q_stride +
+                      static_cast<int64_t>(q_head) * head_dim;
 #pragma unroll
   for (int j = 0; j < kMaxDimsPerLane; ++j) {
     qd[j] = j < dims ? qrow[lane8 + kLanesPerQuery * j] * scale : 0.0f;
@@ -263,18 +283,18 @@ int MaxSplits(int max_context) { return (max_context + kDecodeSplit - 1) / kDeco
 }  // namespace
 
 cudaError_t WritePagedKv(const PagedKv& kv, int num_kv_heads, const float* k, const float* v,
-                         const int32_t* slot_pages, const int32_t* slot_rows, int tokens,
-                         cudaStream_t stream) {
+                         int64_t row_stride, const int32_t* slot_pages, const int32_t* slot_rows,
+                         int tokens, cudaStream_t stream) {
   if (tokens <= 0) return cudaSuccess;
   if (kv.head_dim <= 0 || num_kv_heads <= 0) return cudaErrorInvalidValue;
   if (kv.type == KvType::kF32) {
-    WriteKvKernel<<<tokens, kThreads, 0, stream>>>(static_cast<float*>(kv.base), kv.page_stride,
-                                                   kv.head_stride, kv.rows, kv.head_dim,
-                                                   num_kv_heads, k, v, slot_pages, slot_rows);
+    WriteKvKernel<<<tokens, kThreads, 0, stream>>>(
+        static_cast<float*>(kv.base), kv.page_stride, kv.head_stride, kv.rows, kv.head_dim,
+        num_kv_heads, k, v, row_stride, slot_pages, slot_rows);
   } else {
     WriteKvKernel<<<tokens, kThreads, 0, stream>>>(
         static_cast<__nv_bfloat16*>(kv.base), kv.page_stride, kv.head_stride, kv.rows, kv.head_dim,
-        num_kv_heads, k, v, slot_pages, slot_rows);
+        num_kv_heads, k, v, row_stride, slot_pages, slot_rows);
   }
   return cudaGetLastError();
 }
@@ -285,12 +305,13 @@ int64_t DecodeAttentionWorkspaceBytes(int num_seqs, int num_q_heads, int head_di
   return parts * (head_dim + 2) * static_cast<int64_t>(sizeof(float));
 }
 
-cudaError_t DecodeAttention(const float* q, const PagedKv& kv, const int32_t* block_tables,
-                            int max_blocks, const int32_t* context_lens, int num_seqs,
-                            int num_q_heads, int num_kv_heads, int max_context, float scale,
-                            void* workspace, float* out, cudaStream_t stream) {
+cudaError_t DecodeAttention(const float* q, int64_t q_stride, const int32_t* q_rows,
+                            const PagedKv& kv, const int32_t* block_tables, int max_blocks,
+                            const int32_t* context_lens, int num_seqs, int num_q_heads,
+                            int num_kv_heads, int max_context, float scale, void* workspace,
+                            float* out, cudaStream_t stream) {
   if (num_seqs <= 0) return cudaSuccess;
-  if (kv.head_dim <= 0 || kv.head_dim % 32 != 0 || kv.head_dim > kMaxHeadDim || num_kv_heads <= 0 ||
+  if (kv.head_dim <= 0 || kv.head_dim % 8 != 0 || kv.head_dim > kMaxHeadDim || num_kv_heads <= 0 ||
       num_q_heads % num_kv_heads != 0 || num_q_heads / num_kv_heads > kMaxGroup ||
       max_context <= 0 || num_seqs > 65535 ||  // grid y
       static_cast<int64_t>(max_blocks) * kv.block_size < max_context) {
@@ -307,28 +328,29 @@ cudaError_t DecodeAttention(const float* q, const PagedKv& kv, const int32_t* bl
   const size_t shared = static_cast<size_t>(group) * (kv.head_dim + kDecodeSplit) * sizeof(float);
   if (kv.type == KvType::kF32) {
     DecodeSplitKernel<<<grid, kThreads, shared, stream>>>(
-        q, static_cast<const float*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
-        kv.block_size, kv.head_dim, block_tables, max_blocks, context_lens, num_q_heads, group,
-        max_splits, scale, p);
+        q, q_stride, q_rows, static_cast<const float*>(kv.base), kv.page_stride, kv.head_stride,
+        kv.rows, kv.block_size, kv.head_dim, block_tables, max_blocks, context_lens, num_q_heads,
+        group, max_context, max_splits, scale, p);
   } else {
     DecodeSplitKernel<<<grid, kThreads, shared, stream>>>(
-        q, static_cast<const __nv_bfloat16*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
-        kv.block_size, kv.head_dim, block_tables, max_blocks, context_lens, num_q_heads, group,
-        max_splits, scale, p);
+        q, q_stride, q_rows, static_cast<const __nv_bfloat16*>(kv.base), kv.page_stride,
+        kv.head_stride, kv.rows, kv.block_size, kv.head_dim, block_tables, max_blocks, context_lens,
+        num_q_heads, group, max_context, max_splits, scale, p);
   }
   if (const cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   MergeSplitsKernel<<<dim3(num_q_heads, num_seqs), kv.head_dim, 0, stream>>>(
-      context_lens, num_q_heads, kv.head_dim, max_splits, p, out);
+      q_rows, context_lens, num_q_heads, kv.head_dim, max_context, max_splits, p, out);
   return cudaGetLastError();
 }
 
-cudaError_t PrefillAttention(const float* q, const PagedKv& kv, const int32_t* block_tables,
-                             int max_blocks, const int32_t* query_starts, const int32_t* query_lens,
+cudaError_t PrefillAttention(const float* q, int64_t q_stride, const PagedKv& kv,
+                             const int32_t* block_tables, int max_blocks,
+                             const int32_t* query_starts, const int32_t* query_lens,
                              const int32_t* context_lens, int num_seqs, int max_query_len,
                              int num_q_heads, int num_kv_heads, float scale, float* out,
                              cudaStream_t stream) {
   if (num_seqs <= 0 || max_query_len <= 0) return cudaSuccess;
-  if (kv.head_dim <= 0 || kv.head_dim % 32 != 0 || kv.head_dim > kMaxHeadDim || num_kv_heads <= 0 ||
+  if (kv.head_dim <= 0 || kv.head_dim % 8 != 0 || kv.head_dim > kMaxHeadDim || num_kv_heads <= 0 ||
       num_q_heads % num_kv_heads != 0 || max_blocks <= 0 || kv.block_size <= 0 ||
       num_seqs > 65535 || num_q_heads > 65535) {  // grid y and z
     return cudaErrorInvalidValue;
@@ -338,13 +360,13 @@ cudaError_t PrefillAttention(const float* q, const PagedKv& kv, const int32_t* b
   const size_t shared = static_cast<size_t>(kPrefillKeys) * kv.head_dim * sizeof(float);
   if (kv.type == KvType::kF32) {
     PrefillKernel<<<grid, kThreads, shared, stream>>>(
-        q, static_cast<const float*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
+        q, q_stride, static_cast<const float*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
         kv.block_size, kv.head_dim, block_tables, max_blocks, query_starts, query_lens,
         context_lens, num_q_heads, group, scale, out);
   } else {
     PrefillKernel<<<grid, kThreads, shared, stream>>>(
-        q, static_cast<const __nv_bfloat16*>(kv.base), kv.page_stride, kv.head_stride, kv.rows,
-        kv.block_size, kv.head_dim, block_tables, max_blocks, query_starts, query_lens,
+        q, q_stride, static_cast<const __nv_bfloat16*>(kv.base), kv.page_stride, kv.head_stride,
+        kv.rows, kv.block_size, kv.head_dim, block_tables, max_blocks, query_starts, query_lens,
         context_lens, num_q_heads, group, scale, out);
   }
   return cudaGetLastError();

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "kernels/cpu/attention.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/ops.h"
 #include "model/rope_frequencies.h"
@@ -21,6 +22,19 @@ void Grow(std::vector<float>& v, int64_t n) {
 
 const float* Bias(const Linear& lin) { return lin.bias.empty() ? nullptr : lin.bias.data(); }
 
+// One new K or V row of n values into its page, in the pages' element type: bf16 pages
+// round each value to nearest even (kernels/cpu/bf16.h), as a GPU worker does.
+void StoreKvRow(const float* x, int64_t n, cpu::KvDtype dtype, std::byte* to) {
+  switch (dtype) {
+    case cpu::KvDtype::kF32:
+      std::memcpy(to, x, static_cast<size_t>(n) * sizeof(float));
+      return;
+    case cpu::KvDtype::kBf16:
+      cpu::FloatToBf16Row(x, n, reinterpret_cast<cpu::Bf16*>(to));
+      return;
+  }
+}
+
 }  // namespace
 
 LlamaForward::LlamaForward(const Model& model, const Shard& shard, ThreadPool* threads,
@@ -33,37 +47,7 @@ LlamaForward::LlamaForward(const Model& model, const Shard& shard, ThreadPool* t
 
 absl::Status LlamaForward::Validate(std::span<const SequenceInput> batch, int64_t num_pages,
                                     int64_t block_size) const {
-  for (size_t s = 0; s < batch.size(); ++s) {
-    const SequenceInput& seq = batch[s];
-    if (seq.tokens.empty()) {
-      return absl::InvalidArgumentError(StrCat("sequence ", s, " of the batch has no tokens"));
-    }
-    const int64_t end = seq.start_pos + static_cast<int64_t>(seq.tokens.size());
-    if (seq.start_pos < 0 || end > config_.max_position_embeddings) {
-      return absl::InvalidArgumentError(StrCat("sequence ", s, " reaches position ", end,
-                                               "; the model's context is ",
-                                               config_.max_position_embeddings, " tokens"));
-    }
-    const int64_t blocks_needed = (end + block_size - 1) / block_size;
-    if (static_cast<int64_t>(seq.block_table.size()) < blocks_needed) {
-      return absl::InvalidArgumentError(StrCat("sequence ", s, " needs ", blocks_needed,
-                                               " KV blocks, its block table has ",
-                                               seq.block_table.size()));
-    }
-    for (int64_t b = 0; b < blocks_needed; ++b) {
-      if (seq.block_table[b] < 0 || seq.block_table[b] >= num_pages) {
-        return absl::InvalidArgumentError(StrCat("sequence ", s, " names KV block ",
-                                                 seq.block_table[b], "; the pool has ", num_pages));
-      }
-    }
-    for (int32_t token : seq.tokens) {
-      if (token < 0 || token >= config_.vocab_size) {
-        return absl::InvalidArgumentError(
-            StrCat("token id ", token, " is outside the vocabulary [0, ", config_.vocab_size, ")"));
-      }
-    }
-  }
-  return absl::OkStatus();
+  return ValidateBatch(config_, batch, num_pages, block_size);
 }
 
 void LlamaForward::Rope(int64_t num_tokens) {
@@ -90,8 +74,9 @@ void LlamaForward::Attention(int64_t layer, const KvPages& kv) {
   const bool interleaved = config_.rope_layout == RopeLayout::kInterleaved;
   const int64_t half = head_dim / 2;
   const int64_t num_tokens = static_cast<int64_t>(positions_.size());
-  float* layer_k = kv.k(layer - shard_.layer_begin);
-  float* layer_v = kv.v(layer - shard_.layer_begin);
+  std::byte* layer_k = kv.k(layer - shard_.layer_begin);
+  std::byte* layer_v = kv.v(layer - shard_.layer_begin);
+  const int64_t elem = kv.element_bytes();
 
   // RoPE on q and k, then k/v into their pages.
   for (int64_t t = 0; t < num_tokens; ++t) {
@@ -101,16 +86,22 @@ void LlamaForward::Attention(int64_t layer, const KvPages& kv) {
                    sin_.data() + t * half, interleaved);
     const int64_t pos = positions_[t];
     const int32_t block = token_seq_[t]->block_table[pos / block_size];
-    const int64_t offset = block * kv.page_floats + (pos % block_size) * head_dim;
+    const int64_t offset = block * kv.page_elements + (pos % block_size) * head_dim;
     for (int64_t h = 0; h < kv_heads; ++h) {
       const int64_t from = t * kv_width + h * head_dim;
-      std::copy_n(k_.data() + from, head_dim, layer_k + offset + h * kv.head_stride);
-      std::copy_n(v_.data() + from, head_dim, layer_v + offset + h * kv.head_stride);
+      const int64_t to = (offset + h * kv.head_stride) * elem;
+      StoreKvRow(k_.data() + from, head_dim, kv.dtype, layer_k + to);
+      StoreKvRow(v_.data() + from, head_dim, kv.dtype, layer_v + to);
     }
   }
 
-  const cpu::PagedKvView view{layer_k,    layer_v,        kv.page_floats,
-                              block_size, kv.head_stride, head_dim};
+  const cpu::PagedKvView view{.k = layer_k,
+                              .v = layer_v,
+                              .dtype = kv.dtype,
+                              .block_stride = kv.page_elements,
+                              .block_size = block_size,
+                              .head_stride = kv.head_stride,
+                              .head_dim = head_dim};
   const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   int64_t max_pos = 0;
   for (int64_t p : positions_) max_pos = std::max(max_pos, p);

@@ -13,6 +13,7 @@
 // batched.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <span>
@@ -20,29 +21,14 @@
 
 #include "absl/status/status.h"
 #include "common/thread_pool.h"
+#include "kernels/cpu/attention.h"
 #include "model/forward_batch.h"
+#include "model/kv_pages.h"
 #include "model/model.h"
 #include "model/shard.h"
 #include "parallel/communicator.h"
 
 namespace baton::model {
-
-// This rank's KV pages: page p, stage layer l (0-based within the stage), KV head h of
-// the shard holds K then V, each [block_size positions][head_dim] f32
-// (kvcache/page_layout.h).
-struct KvPages {
-  float* data = nullptr;
-  int64_t num_pages = 0;
-  int64_t page_floats = 0;   // floats from one page to the next
-  int64_t layer_floats = 0;  // from one layer to the next in a page
-  int64_t head_stride = 0;   // from one KV head to the next in a layer
-  int64_t rows_floats = 0;   // block_size * head_dim: from a head's K to its V
-  int64_t block_size = 0;
-
-  // Head 0's K (V) of the stage layer in page 0.
-  float* k(int64_t stage_layer) const { return data + stage_layer * layer_floats; }
-  float* v(int64_t stage_layer) const { return k(stage_layer) + rows_floats; }
-};
 
 class LlamaForward {
  public:

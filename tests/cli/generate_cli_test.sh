@@ -29,7 +29,9 @@ trap 'rm -rf "$tmp"' EXIT
 json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
 
 # Greedy "Once upon a time" for 60 tokens in both formats: llama2.c's ids (its sequence
-# is prompt + generated; it stops on BOS, id 1, so --stop-ids 1).
+# is prompt + generated; it stops on BOS, id 1, so --stop-ids 1). llama2.c keeps an f32 KV
+# cache and some of its greedy steps are near ties (testdata README), so the comparisons
+# with it run with --kv-cache-dtype f32; the default bf16 cache is checked below.
 ref=$(python3 -c "
 import json
 for l in open('$stories/reference/ref_greedy.jsonl'):
@@ -38,7 +40,7 @@ for l in open('$stories/reference/ref_greedy.jsonl'):
         print(' '.join(map(str, d['sequence_ids'][5:65])))")
 for model in "$stories/stories260K.gguf" "$stories/hf"; do
   out=$("$baton" generate --model "$model" --prompt "Once upon a time" --temperature 0 \
-        --max-tokens 60 --stop-ids 1 --json)
+        --max-tokens 60 --stop-ids 1 --kv-cache-dtype f32 --json)
   check "greedy ids ($(basename "$model"))" "$ref" \
     "$(echo "$out" | json_field "' '.join(map(str, d['generated_ids']))")"
   check "prompt ids ($(basename "$model"))" "1 403 407 261 378" \
@@ -80,19 +82,43 @@ check "logprobs: 3 x 2 alternatives" "[2, 2, 2]" \
 check "greedy token is the top alternative" "True" \
   "$(echo "$out" | json_field "all(x['id'] == x['top_logprobs'][0]['id'] for x in d['logprobs'])")"
 
-# --logits-out: the prompt's logits match llama2.c within 1e-4.
+# --logits-out: the prompt's logits match llama2.c within 1e-4 (f32 KV, as llama2.c's).
 "$baton" generate --model "$stories/stories260K.gguf" --prompt "Once upon a time" \
-  --max-tokens 1 --logits-out "$tmp/logits.json" --quiet >/dev/null
+  --max-tokens 1 --kv-cache-dtype f32 --logits-out "$tmp/logits.json" --quiet >/dev/null
 check "--logits-out vs llama2.c" "True" "$(python3 -c "
 import json
 a = json.load(open('$tmp/logits.json')); b = json.load(open('$stories/reference/ref_logits_once_upon_a_time.json'))
 print(a['input_ids'] == b['input_ids'] and max(abs(x - y) for ra, rb in zip(a['logits'], b['logits']) for x, y in zip(ra, rb)) < 1e-4)")"
 
 # Environment and YAML config.
-check "env BATON_MODEL" "$ref" "$(BATON_MODEL="$stories/hf" "$baton" generate --prompt "Once upon a time" \
-  --temperature 0 --max-tokens 60 --stop-ids 1 --json | json_field "' '.join(map(str, d['generated_ids']))")"
+check "env BATON_MODEL" "$ref" "$(BATON_MODEL="$stories/hf" BATON_KV_CACHE_DTYPE=f32 "$baton" generate \
+  --prompt "Once upon a time" --temperature 0 --max-tokens 60 --stop-ids 1 --json \
+  | json_field "' '.join(map(str, d['generated_ids']))")"
 printf 'generate:\n  model: %s\n  max-tokens: 2\n' "$stories/hf" >"$tmp/baton.yaml"
 check "yaml --config" "2" "$("$baton" --config "$tmp/baton.yaml" generate --prompt "Once" --json | json_field "len(d['generated_ids'])")"
+
+# --kv-cache-dtype: bf16 is the default; the flag also comes from BATON_KV_CACHE_DTYPE and
+# the YAML key kv-cache-dtype; the two caches give different logits (bf16 rounds K and V;
+# how far apart is engine_stories_reference_test's); and a value other than bf16 or f32 is
+# refused naming the flag and the choices.
+logits_of() { "$baton" generate --model "$stories/stories260K.gguf" --prompt "Once upon a time" \
+  --max-tokens 1 --logits-out "$1" --quiet >/dev/null; }
+BATON_KV_CACHE_DTYPE=bf16 logits_of "$tmp/env_bf16.json"
+BATON_KV_CACHE_DTYPE=f32 logits_of "$tmp/env_f32.json"
+printf 'generate:\n  kv-cache-dtype: f32\n' >"$tmp/kv.yaml"
+"$baton" --config "$tmp/kv.yaml" generate --model "$stories/stories260K.gguf" \
+  --prompt "Once upon a time" --max-tokens 1 --logits-out "$tmp/yaml_f32.json" --quiet >/dev/null
+same_logits() { python3 -c "import json; print(json.load(open('$1'))['logits'] == json.load(open('$2'))['logits'])"; }
+check "BATON_KV_CACHE_DTYPE=f32 is --kv-cache-dtype f32" "True" "$(same_logits "$tmp/env_f32.json" "$tmp/logits.json")"
+check "BATON_KV_CACHE_DTYPE=bf16 rounds K/V (other logits)" "False" "$(same_logits "$tmp/env_bf16.json" "$tmp/logits.json")"
+logits_of "$tmp/default.json"
+check "the default KV cache is bf16" "True" "$(same_logits "$tmp/default.json" "$tmp/env_bf16.json")"
+check "yaml kv-cache-dtype: f32" "True" "$(same_logits "$tmp/yaml_f32.json" "$tmp/logits.json")"
+err=$("$baton" generate --model "$stories/hf" --prompt "x" --kv-cache-dtype f16 2>&1); rc=$?
+check "--kv-cache-dtype f16 fails" "True" "$([ "$rc" -ne 0 ] && echo True || echo False)"
+contains "--kv-cache-dtype f16 names the flag" "--kv-cache-dtype" "$err"
+contains "--kv-cache-dtype f16 names the choices" "{bf16,f32}" "$err"
+contains "--help lists --kv-cache-dtype" "--kv-cache-dtype" "$("$baton" generate --help)"
 
 # Errors name the problem and exit non-zero without a crash.
 err=$("$baton" generate --model "$tmp/none" --prompt "x" 2>&1); rc=$?

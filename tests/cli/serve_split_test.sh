@@ -3,7 +3,9 @@
 # worker as child processes and the router in front, answers a completion through the split
 # path (the same text as plain `baton serve`), and Ctrl-C stops every process it started.
 # Then the same with worker groups of different shapes on the two sides
-# (--prefill-tensor-parallel-size 2, --decode-pipeline-parallel-size 2).
+# (--prefill-tensor-parallel-size 2, --decode-pipeline-parallel-size 2) and an f32 KV cache
+# (--kv-cache-dtype f32, which every worker and rank it starts must get: against plain
+# `baton serve --kv-cache-dtype f32`). The default bf16 cache is the first pair's.
 # usage: serve_split_test.sh BATON_BIN SOURCE_DIR
 set -euo pipefail
 baton=$1
@@ -17,8 +19,9 @@ source "$(dirname "$0")/serve_lib.sh"
 
 start plain --ucx-tls tcp
 start split --ucx-tls tcp --prefill 1 --decode 1
+start plain32 --ucx-tls tcp --kv-cache-dtype f32
 start groups --ucx-tls tcp --prefill 1 --decode 1 --prefill-tensor-parallel-size 2 \
-  --decode-pipeline-parallel-size 2
+  --decode-pipeline-parallel-size 2 --kv-cache-dtype f32
 plain_port=$(cat "$out/plain.port")
 split_port=$(cat "$out/split.port")
 [ -n "$plain_port" ] && [ -n "$split_port" ] || { cat "$out"/*.err; echo "FAIL: no port"; exit 1; }
@@ -34,9 +37,18 @@ groups_port=$(cat "$out/groups.port")
 [ -n "$groups_port" ] || { cat "$out/groups.err"; echo "FAIL: the split groups gave no port"; exit 1; }
 grep -q "prefill (tp=2 pp=1) and 1 decode (tp=1 pp=2)" "$out/groups.err" ||
   { cat "$out/groups.err"; echo "FAIL: the pools' shapes were not announced"; exit 1; }
+# Both workers (group leaders) and their ranks were started with the f32 cache.
+for w in $(ps -o pid= --ppid "$(cat "$out/groups.pid")"); do
+  for p in $w $(ps -o pid= --ppid "$w"); do
+    args=$(tr '\0' ' ' <"/proc/$p/cmdline")
+    case "$args" in *"--kv-cache-dtype f32"*) ;; *) echo "FAIL: process $p: $args"; exit 1 ;; esac
+  done
+done
+want32=$(complete "$(cat "$out/plain32.port")")
+[ -n "$want32" ] || { cat "$out/plain32.err"; echo "FAIL: plain f32 serve gave no text"; exit 1; }
 got=$(complete "$groups_port")
-if [ "$got" != "$want" ]; then
-  echo "FAIL: the split groups' answer differs"; echo "plain:  $want"; echo "groups: $got"; exit 1
+if [ "$got" != "$want32" ]; then
+  echo "FAIL: the split groups' answer differs"; echo "plain:  $want32"; echo "groups: $got"; exit 1
 fi
 kill -INT "$(cat "$out/groups.pid")"
 wait "$(cat "$out/groups.pid")" || { echo "FAIL: the split groups' baton serve failed to stop"; exit 1; }
@@ -52,4 +64,5 @@ for c in $children; do
   if kill -0 "$c" 2>/dev/null; then echo "FAIL: worker $c outlived baton serve"; exit 1; fi
 done
 kill -INT "$(cat "$out/plain.pid")"
+kill -INT "$(cat "$out/plain32.pid")"
 echo "PASS: split answers (one rank, and groups P tp=2 -> D pp=2) equal colocated; Ctrl-C stopped the router and both workers"

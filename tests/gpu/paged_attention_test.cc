@@ -32,8 +32,9 @@ struct Shape {
 };
 
 // Sequences' pages on the device: contexts of the given lengths, in shuffled pages
-// poisoned with NaN, every position's K and V written by WritePagedKv; `held` is the pool
-// as read back, so that bf16 rounding is the reference's too.
+// poisoned with NaN, every position's K and V written by WritePagedKv from rows that hold
+// a token's K then its V (a row stride of twice the K width, as in fused qkv rows); `held`
+// is the pool as read back, so that bf16 rounding is the reference's too.
 struct Pool {
   Shape s;
   KvType type;
@@ -56,9 +57,9 @@ struct Pool {
     std::shuffle(pages.begin(), pages.end(), rng);  // tables that are not contiguous
     tables.assign(pages.begin(), pages.begin() + num_seqs * max_blocks);
     const int tokens = std::accumulate(contexts.begin(), contexts.end(), 0);
-    std::vector<float> k(static_cast<size_t>(tokens) * s.kv_heads * s.head_dim), v(k.size());
-    for (float& x : k) x = uni(rng);
-    for (float& x : v) x = uni(rng);
+    const int64_t width = static_cast<int64_t>(s.kv_heads) * s.head_dim;  // one token's K
+    std::vector<float> kv_rows(static_cast<size_t>(std::max(tokens, 1)) * 2 * width);
+    for (float& x : kv_rows) x = uni(rng);
     std::vector<int32_t> slot_pages, slot_rows;
     for (int q = 0; q < num_seqs; ++q) {
       for (int p = 0; p < contexts[q]; ++p) {
@@ -77,9 +78,11 @@ struct Pool {
     kv.rows = s.rows();
     kv.block_size = s.block_size;
     kv.head_dim = s.head_dim;
-    float *dk = Upload(k), *dv = Upload(v);
+    float* drows = Upload(kv_rows);
     int32_t *dsp = Upload(slot_pages), *dsr = Upload(slot_rows);
-    EXPECT_EQ(WritePagedKv(kv, s.kv_heads, dk, dv, dsp, dsr, tokens, nullptr), cudaSuccess);
+    EXPECT_EQ(
+        WritePagedKv(kv, s.kv_heads, drows, drows + width, 2 * width, dsp, dsr, tokens, nullptr),
+        cudaSuccess);
     if (type == KvType::kF32) {
       held = Download(static_cast<const float*>(device), pool_elems);
     } else {
@@ -87,8 +90,7 @@ struct Pool {
       held.resize(pool_elems);
       for (int64_t i = 0; i < pool_elems; ++i) held[i] = __bfloat162float(raw[i]);
     }
-    for (void* p : {static_cast<void*>(dk), static_cast<void*>(dv), static_cast<void*>(dsp),
-                    static_cast<void*>(dsr)}) {
+    for (void* p : {static_cast<void*>(drows), static_cast<void*>(dsp), static_cast<void*>(dsr)}) {
       cudaFree(p);
     }
     // The write put each token's row where the layout says, rounded once.
@@ -96,8 +98,7 @@ struct Pool {
       for (int h = 0; h < s.kv_heads; ++h) {
         for (int d = 0; d < s.head_dim; ++d) {
           for (int half = 0; half < 2; ++half) {
-            const size_t i = (static_cast<size_t>(t) * s.kv_heads + h) * s.head_dim + d;
-            const float want = half == 0 ? k[i] : v[i];
+            const float want = kv_rows[(2 * t + half) * width + h * s.head_dim + d];
             const float got = at(slot_pages[t], h, half, slot_rows[t], d);
             EXPECT_EQ(got,
                       type == KvType::kF32 ? want : __bfloat162float(__float2bfloat16_rn(want)))
@@ -152,55 +153,69 @@ std::vector<float> RandomQueries(size_t n, std::mt19937& rng) {
   return q;
 }
 
-// DecodeAttention over contexts of `lens`, against the reference; then the last sequence
-// alone must give the bits it gave in the batch.
+// DecodeAttention over contexts of `lens` (0: a padding sequence, which gets zeros), against
+// the reference; then the last sequence alone must give the bits it gave in the batch. q
+// rows are wider than the query heads (as in fused qkv rows), and sequence s's query and
+// output are row num_seqs - 1 - s, not the batch order.
 void CheckDecode(const Shape& s, KvType type, const std::vector<int32_t>& lens, uint32_t seed) {
   std::mt19937 rng(seed);
   const Pool pool(s, type, lens, rng);
   const int num_seqs = static_cast<int>(lens.size());
   const int max_context = *std::max_element(lens.begin(), lens.end());
-  const std::vector<float> q =
-      RandomQueries(static_cast<size_t>(num_seqs) * s.q_heads() * s.head_dim, rng);
+  const int64_t width = static_cast<int64_t>(s.q_heads()) * s.head_dim;
+  const int64_t q_stride = width + 32;
+  std::vector<int32_t> q_rows(num_seqs);
+  for (int seq = 0; seq < num_seqs; ++seq) q_rows[seq] = num_seqs - 1 - seq;
+  const std::vector<float> q = RandomQueries(static_cast<size_t>(num_seqs * q_stride), rng);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   float* dq = Upload(q);
-  int32_t* dlens = Upload(lens);
+  int32_t *dlens = Upload(lens), *drows = Upload(q_rows);
   void* workspace = nullptr;
   ASSERT_EQ(cudaMalloc(&workspace, DecodeAttentionWorkspaceBytes(num_seqs, s.q_heads(), s.head_dim,
                                                                  max_context)),
             cudaSuccess);
-  float* dout = Upload(std::vector<float>(q.size(), NAN));
-  ASSERT_EQ(DecodeAttention(dq, pool.kv, pool.device_tables, pool.max_blocks, dlens, num_seqs,
-                            s.q_heads(), s.kv_heads, max_context, scale, workspace, dout, nullptr),
+  const std::vector<float> poison(static_cast<size_t>(num_seqs * width), NAN);
+  float *dout = Upload(poison), *dalone = Upload(poison);
+  ASSERT_EQ(DecodeAttention(dq, q_stride, drows, pool.kv, pool.device_tables, pool.max_blocks,
+                            dlens, num_seqs, s.q_heads(), s.kv_heads, max_context, scale, workspace,
+                            dout, nullptr),
             cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<float> out = Download(dout, q.size());
+  const std::vector<float> out = Download(dout, poison.size());
   for (int seq = 0; seq < num_seqs; ++seq) {
+    const int64_t row = q_rows[seq];
     for (int qh = 0; qh < s.q_heads(); ++qh) {
-      const size_t row = (static_cast<size_t>(seq) * s.q_heads() + qh) * s.head_dim;
-      const std::vector<double> want =
-          pool.Reference(&q[row], seq, qh / s.group, lens[seq] - 1, scale);
+      const float* o = &out[row * width + qh * s.head_dim];
+      if (lens[seq] == 0) {
+        for (int d = 0; d < s.head_dim; ++d) ASSERT_EQ(o[d], 0.0f) << "seq " << seq << " dim " << d;
+        continue;
+      }
+      const std::vector<double> want = pool.Reference(&q[row * q_stride + qh * s.head_dim], seq,
+                                                      qh / s.group, lens[seq] - 1, scale);
       for (int d = 0; d < s.head_dim; ++d) {
-        ASSERT_NEAR(out[row + d], want[d], 2e-5)
+        ASSERT_NEAR(o[d], want[d], 2e-5)
             << "seq " << seq << " (len " << lens[seq] << ") head " << qh << " dim " << d;
       }
     }
   }
   const int last = num_seqs - 1;
-  const size_t last_row = static_cast<size_t>(last) * s.q_heads() * s.head_dim;
-  ASSERT_EQ(DecodeAttention(dq + last_row, pool.kv, pool.device_tables + last * pool.max_blocks,
-                            pool.max_blocks, dlens + last, 1, s.q_heads(), s.kv_heads, max_context,
-                            scale, workspace, dout, nullptr),
-            cudaSuccess);
-  const std::vector<float> alone = Download(dout, static_cast<size_t>(s.q_heads()) * s.head_dim);
-  for (size_t i = 0; i < alone.size(); ++i) ASSERT_EQ(alone[i], out[last_row + i]) << i;
-  for (void* p :
-       {static_cast<void*>(dq), static_cast<void*>(dlens), workspace, static_cast<void*>(dout)}) {
+  ASSERT_EQ(
+      DecodeAttention(dq, q_stride, drows + last, pool.kv,
+                      pool.device_tables + last * pool.max_blocks, pool.max_blocks, dlens + last, 1,
+                      s.q_heads(), s.kv_heads, max_context, scale, workspace, dalone, nullptr),
+      cudaSuccess);
+  const std::vector<float> alone = Download(dalone, poison.size());
+  const int64_t last_row = q_rows[last] * width;
+  for (int64_t i = 0; i < width; ++i) ASSERT_EQ(alone[last_row + i], out[last_row + i]) << i;
+  for (void* p : {static_cast<void*>(dq), static_cast<void*>(dlens), static_cast<void*>(drows),
+                  workspace, static_cast<void*>(dout), static_cast<void*>(dalone)}) {
     cudaFree(p);
   }
 }
 
 // PrefillAttention over chunks of (cached, new) positions per sequence: each new token
-// attends causally to its whole context.
+// attends causally to its whole context. q rows are wider than the query heads (as in
+// fused qkv rows); out rows are not.
 void CheckPrefill(const Shape& s, KvType type, const std::vector<std::pair<int, int>>& chunks,
                   uint32_t seed) {
   std::mt19937 rng(seed);
@@ -215,25 +230,29 @@ void CheckPrefill(const Shape& s, KvType type, const std::vector<std::pair<int, 
   }
   const Pool pool(s, type, ctx, rng);
   const int num_seqs = static_cast<int>(chunks.size());
-  const std::vector<float> q =
-      RandomQueries(static_cast<size_t>(tokens) * s.q_heads() * s.head_dim, rng);
+  const int64_t width = static_cast<int64_t>(s.q_heads()) * s.head_dim;
+  const int64_t q_stride = width + 64;
+  const std::vector<float> q = RandomQueries(static_cast<size_t>(tokens * q_stride), rng);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   float* dq = Upload(q);
-  float* dout = Upload(std::vector<float>(q.size(), NAN));
+  const size_t out_size = static_cast<size_t>(tokens * width);
+  float* dout = Upload(std::vector<float>(out_size, NAN));
   int32_t *dstart = Upload(qstart), *dqlen = Upload(qlen), *dctx = Upload(ctx);
-  ASSERT_EQ(PrefillAttention(dq, pool.kv, pool.device_tables, pool.max_blocks, dstart, dqlen, dctx,
-                             num_seqs, max_q, s.q_heads(), s.kv_heads, scale, dout, nullptr),
-            cudaSuccess);
+  ASSERT_EQ(
+      PrefillAttention(dq, q_stride, pool.kv, pool.device_tables, pool.max_blocks, dstart, dqlen,
+                       dctx, num_seqs, max_q, s.q_heads(), s.kv_heads, scale, dout, nullptr),
+      cudaSuccess);
   ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
-  const std::vector<float> out = Download(dout, q.size());
+  const std::vector<float> out = Download(dout, out_size);
   for (int seq = 0; seq < num_seqs; ++seq) {
     for (int i = 0; i < qlen[seq]; ++i) {
       const int pos = ctx[seq] - qlen[seq] + i;
       for (int qh = 0; qh < s.q_heads(); ++qh) {
-        const size_t row = (static_cast<size_t>(qstart[seq] + i) * s.q_heads() + qh) * s.head_dim;
-        const std::vector<double> want = pool.Reference(&q[row], seq, qh / s.group, pos, scale);
+        const int64_t token = qstart[seq] + i;
+        const std::vector<double> want =
+            pool.Reference(&q[token * q_stride + qh * s.head_dim], seq, qh / s.group, pos, scale);
         for (int d = 0; d < s.head_dim; ++d) {
-          ASSERT_NEAR(out[row + d], want[d], 2e-5)
+          ASSERT_NEAR(out[token * width + qh * s.head_dim + d], want[d], 2e-5)
               << "seq " << seq << " query " << i << " (position " << pos << ") head " << qh
               << " dim " << d;
         }
@@ -254,6 +273,9 @@ TEST(PagedAttentionTest, PrefillChunksMatchAFloat64Reference) {
   CheckPrefill({.kv_heads = 8, .group = 4, .head_dim = 64}, KvType::kF32, chunks, 6);
   CheckPrefill({.kv_heads = 3, .group = 3, .head_dim = 64}, KvType::kBf16, chunks, 7);
   CheckPrefill({.kv_heads = 2, .group = 2, .head_dim = 128}, KvType::kF32, {{64, 70}}, 8);
+  // Small heads (stories260K has head_dim 8): one or two dims per lane of a query.
+  CheckPrefill({.kv_heads = 4, .group = 2, .head_dim = 8}, KvType::kBf16, chunks, 13);
+  CheckPrefill({.kv_heads = 2, .group = 2, .head_dim = 16}, KvType::kF32, chunks, 14);
 }
 
 TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInF32Pages) {
@@ -267,6 +289,13 @@ TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInF32Pages) {
   // The limits: head_dim 256 with a group of 16 (the most shared memory), and head_dim 32.
   CheckDecode({.kv_heads = 1, .group = 16, .head_dim = 256}, KvType::kF32, {260, 31}, 9);
   CheckDecode({.kv_heads = 4, .group = 2, .head_dim = 32}, KvType::kF32, {513}, 10);
+  // Heads narrower than a warp, or not a multiple of it: idle lanes must add nothing.
+  CheckDecode({.kv_heads = 4, .group = 2, .head_dim = 8}, KvType::kF32, {1, 40, 300}, 15);
+  CheckDecode({.kv_heads = 2, .group = 2, .head_dim = 16}, KvType::kF32, {17, 257}, 16);
+  CheckDecode({.kv_heads = 1, .group = 3, .head_dim = 40}, KvType::kF32, {100}, 17);
+  // Padding sequences (no context) among real ones, and one that is last (alone).
+  CheckDecode({.kv_heads = 2, .group = 4, .head_dim = 64}, KvType::kF32, {0, 300, 0, 9}, 11);
+  CheckDecode({.kv_heads = 2, .group = 2, .head_dim = 64}, KvType::kF32, {40, 0}, 12);
 }
 
 TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInBf16Pages) {
@@ -279,25 +308,25 @@ TEST(PagedAttentionTest, DecodeMatchesAFloat64ReferenceInBf16Pages) {
 TEST(PagedAttentionTest, ShapesTheKernelDoesNotTakeAreRefused) {
   PagedKv kv;
   kv.block_size = 16;
-  kv.head_dim = 48;  // not a multiple of 32
+  kv.head_dim = 44;  // not a multiple of 8
   int32_t* none = nullptr;
-  EXPECT_EQ(
-      DecodeAttention(nullptr, kv, none, 4, none, 1, 8, 8, 64, 1.0f, nullptr, nullptr, nullptr),
-      cudaErrorInvalidValue);
+  const auto decode = [&](int max_blocks, int num_q_heads, int num_kv_heads) {
+    return DecodeAttention(nullptr, 512, none, kv, none, max_blocks, none, 1, num_q_heads,
+                           num_kv_heads, 64, 1.0f, nullptr, nullptr, nullptr);
+  };
+  EXPECT_EQ(decode(4, 8, 8), cudaErrorInvalidValue);
+  kv.head_dim = 264;  // past kMaxHeadDim
+  EXPECT_EQ(decode(4, 8, 8), cudaErrorInvalidValue);
   kv.head_dim = 64;
-  EXPECT_EQ(
-      DecodeAttention(nullptr, kv, none, 4, none, 1, 34, 2, 64, 1.0f, nullptr, nullptr, nullptr),
-      cudaErrorInvalidValue);  // a group of 17
-  EXPECT_EQ(
-      DecodeAttention(nullptr, kv, none, 3, none, 1, 8, 8, 64, 1.0f, nullptr, nullptr, nullptr),
-      cudaErrorInvalidValue);  // 3 blocks of 16 cannot hold 64 positions
+  EXPECT_EQ(decode(4, 34, 2), cudaErrorInvalidValue);  // a group of 17
+  EXPECT_EQ(decode(3, 8, 8), cudaErrorInvalidValue);   // 3 blocks of 16 cannot hold 64 positions
   const auto prefill = [&](int num_q_heads, int num_kv_heads) {
-    return PrefillAttention(nullptr, kv, none, 4, none, none, none, 1, 16, num_q_heads,
+    return PrefillAttention(nullptr, 512, kv, none, 4, none, none, none, 1, 16, num_q_heads,
                             num_kv_heads, 1.0f, nullptr, nullptr);
   };
   EXPECT_EQ(prefill(9, 2), cudaErrorInvalidValue);  // 9 query heads over 2 KV heads
-  kv.head_dim = 48;
-  EXPECT_EQ(prefill(8, 8), cudaErrorInvalidValue);  // head_dim not a multiple of 32
+  kv.head_dim = 44;
+  EXPECT_EQ(prefill(8, 8), cudaErrorInvalidValue);  // head_dim not a multiple of 8
   kv.head_dim = 64;
   kv.block_size = 0;
   EXPECT_EQ(prefill(8, 8), cudaErrorInvalidValue);  // no positions per page

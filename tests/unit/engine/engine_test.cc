@@ -149,7 +149,8 @@ void RunEquivalence(const LoadedModel& m, const Variant& v) {
   o.enable_prefix_cache = v.prefix_cache;
   if (v.tiny_pool) {
     // Room for the largest request alone (40 + 37 + 60 tokens) and a little more.
-    o.kv_cache_bytes = 12 * PageLayoutFor(m.model->config(), o.block_size).page_bytes();
+    o.kv_cache_bytes =
+        12 * PageLayoutFor(m.model->config(), o.block_size, o.kv_cache_dtype).page_bytes();
   }
   absl::StatusOr<std::unique_ptr<Engine>> engine = Engine::Create(&m, o);
   ASSERT_TRUE(engine.ok()) << engine.status();
@@ -346,7 +347,7 @@ TEST(EngineTest, BadRequestsGetClearErrors) {
   const LoadedModel* m = Load(kTiny);
   ASSERT_NE(m, nullptr);
   EngineOptions o = SmallOptions();
-  o.kv_cache_bytes = 8 * PageLayoutFor(m->model->config(), 16).page_bytes();
+  o.kv_cache_bytes = 8 * PageLayoutFor(m->model->config(), 16, o.kv_cache_dtype).page_bytes();
   auto engine = Engine::Create(m, o);
   ASSERT_TRUE(engine.ok());
   EngineRequest r;

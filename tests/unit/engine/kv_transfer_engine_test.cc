@@ -17,22 +17,14 @@
 #include "engine/kv_ranges.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/test_models.h"
 
 namespace baton::engine {
 namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kTiny = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
-
-const LoadedModel& Tiny() {
-  static const LoadedModel* m = [] {
-    absl::StatusOr<LoadedModel> loaded = LoadModel(kTiny);
-    EXPECT_TRUE(loaded.ok()) << loaded.status();
-    return new LoadedModel(std::move(*loaded));
-  }();
-  return *m;
-}
+const LoadedModel& Tiny() { return testing::BatonTiny(); }
 
 EngineOptions Options() {
   EngineOptions o;
@@ -63,10 +55,8 @@ class CopySink : public KvSink {
     cursor_.OnLayerWritten(layer, start, count, [&](const KvRange& r) {
       ASSERT_GE(r.block, first_block_);
       ASSERT_LT(r.block - first_block_, static_cast<int64_t>(pages_.size()));
-      const auto* src = reinterpret_cast<const std::byte*>(from_->kv_pool_data()) +
-                        table[r.block] * page_bytes + r.offset;
-      auto* dst = reinterpret_cast<std::byte*>(to_->kv_pool_data()) +
-                  pages_[r.block - first_block_] * page_bytes + r.offset;
+      const std::byte* src = from_->kv_pool_data() + table[r.block] * page_bytes + r.offset;
+      std::byte* dst = to_->kv_pool_data() + pages_[r.block - first_block_] * page_bytes + r.offset;
       std::memcpy(dst, src, static_cast<size_t>(r.bytes));
       bytes_ += r.bytes;
     });
@@ -310,7 +300,7 @@ TEST(KvTransferEngineTest, ReservationsAreCountedAndReleased) {
 TEST(KvTransferEngineTest, ReserveChecksItsInputAndThePool) {
   const LoadedModel& m = Tiny();
   EngineOptions o = Options();
-  o.kv_cache_bytes = 6 * PageLayoutFor(m.model->config(), 16).page_bytes();
+  o.kv_cache_bytes = 6 * PageLayoutFor(m.model->config(), 16, o.kv_cache_dtype).page_bytes();
   auto decode = Engine::Create(&m, o);
   ASSERT_TRUE(decode.ok());
   EXPECT_EQ((*decode)->ReserveKv("", {1, 2}, "").status().code(),

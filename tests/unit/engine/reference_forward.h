@@ -7,12 +7,74 @@
 #include <cmath>
 #include <cstdint>
 #include <numbers>
+#include <string>
 #include <vector>
 
 #include "kernels/cpu/matmul.h"
 #include "model/model.h"
 
 namespace baton::testing {
+
+// Small models of every variant the loaders and forwards take (GQA, MHA tied, MQA, head_dim
+// 8, Qwen2 biases, Llama 3 and linear RoPE scaling), which the forwards' tests write with
+// the synthetic-model writer and compare with ReferenceForward.
+struct ReferenceVariant {
+  std::string name;
+  model::ModelConfig config;
+};
+
+inline model::ModelConfig ReferenceBaseConfig() {
+  model::ModelConfig c;
+  c.architecture = "LlamaForCausalLM";
+  c.vocab_size = 300;
+  c.hidden_size = 64;
+  c.intermediate_size = 96;
+  c.num_layers = 2;
+  c.num_heads = 4;
+  c.num_kv_heads = 2;
+  c.head_dim = 16;
+  c.rms_norm_eps = 1e-5;
+  c.rope_theta = 10000;
+  c.max_position_embeddings = 256;
+  c.tie_word_embeddings = false;
+  return c;
+}
+
+inline std::vector<ReferenceVariant> ReferenceVariants() {
+  std::vector<ReferenceVariant> v;
+  v.push_back({"gqa2_untied", ReferenceBaseConfig()});
+  model::ModelConfig mha = ReferenceBaseConfig();
+  mha.num_kv_heads = 4;
+  mha.tie_word_embeddings = true;
+  v.push_back({"mha_tied", mha});
+  model::ModelConfig mqa = ReferenceBaseConfig();
+  mqa.num_kv_heads = 1;
+  v.push_back({"mqa", mqa});
+  model::ModelConfig gqa4 = ReferenceBaseConfig();
+  gqa4.num_heads = 8;
+  gqa4.head_dim = 8;
+  gqa4.num_kv_heads = 2;
+  v.push_back({"gqa4_headdim8", gqa4});
+  model::ModelConfig qwen = ReferenceBaseConfig();
+  qwen.architecture = "Qwen2ForCausalLM";
+  qwen.attention_bias = true;
+  qwen.tie_word_embeddings = true;
+  qwen.rope_theta = 1000000;
+  v.push_back({"qwen2_bias", qwen});
+  model::ModelConfig llama3 = ReferenceBaseConfig();
+  llama3.rope_theta = 500000;
+  llama3.rope_scaling.type = model::RopeScaling::Type::kLlama3;
+  llama3.rope_scaling.factor = 8;
+  llama3.rope_scaling.low_freq_factor = 1;
+  llama3.rope_scaling.high_freq_factor = 4;
+  llama3.rope_scaling.original_max_position = 64;
+  v.push_back({"llama3_rope_scaling", llama3});
+  model::ModelConfig linear = ReferenceBaseConfig();
+  linear.rope_scaling.type = model::RopeScaling::Type::kLinear;
+  linear.rope_scaling.factor = 4;
+  v.push_back({"linear_rope_scaling", linear});
+  return v;
+}
 
 using Matrix = std::vector<std::vector<double>>;
 
@@ -84,9 +146,24 @@ inline void Rotate(std::vector<double>& v, int64_t heads, int64_t head_dim, int6
   }
 }
 
+// x to the nearest value with 8 significant bits (bfloat16's), ties to even: from the
+// definition, not from the engine's bit manipulation. Zero, inf and NaN stay.
+inline double RoundToBf16(double x) {
+  if (x == 0 || !std::isfinite(x)) return x;
+  int e = 0;
+  std::frexp(x, &e);                          // |x| = m * 2^e, m in [0.5, 1)
+  const double ulp = std::ldexp(1.0, e - 8);  // so x / ulp is in [128, 256)
+  return std::nearbyint(x / ulp) * ulp;       // the default rounding: ties to even
+}
+
+// How the reference keeps K and V: exactly, or rounded to bf16 as the engine's bf16 pages
+// hold them (EngineOptions::kv_cache_dtype).
+enum class KvStorage { kExact, kBf16 };
+
 // Logits (vocab doubles) at every position of `tokens`.
 inline std::vector<std::vector<double>> ReferenceForward(const model::Model& model,
-                                                         const std::vector<int32_t>& tokens) {
+                                                         const std::vector<int32_t>& tokens,
+                                                         KvStorage kv = KvStorage::kExact) {
   const auto& cfg = model.config();
   const auto& w = model.weights();
   const int64_t hd = cfg.head_dim, nh = cfg.num_heads, nkv = cfg.num_kv_heads;
@@ -108,6 +185,10 @@ inline std::vector<std::vector<double>> ReferenceForward(const model::Model& mod
       v[t] = Apply(wv, lw.v.bias, h);
       Rotate(q[t], nh, hd, t, cfg, w.rope_freq_factors);
       Rotate(k[t], nkv, hd, t, cfg, w.rope_freq_factors);
+      if (kv == KvStorage::kBf16) {
+        for (double& e : k[t]) e = RoundToBf16(e);
+        for (double& e : v[t]) e = RoundToBf16(e);
+      }
     }
     for (int64_t t = 0; t < n; ++t) {
       std::vector<double> attn(nh * hd, 0.0);

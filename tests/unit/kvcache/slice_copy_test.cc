@@ -196,7 +196,9 @@ TEST(SliceCopy, PagesOfDifferentModelsAreRefusedByField) {
   EXPECT_NE(s.message().find("head_dim 3 (source) vs 8 (destination)"), std::string::npos) << s;
   b = a;
   b.dtype = "bf16";
-  EXPECT_NE(CheckSliceCompatible(a, b).message().find("dtype"), std::string::npos);
+  s = CheckSliceCompatible(a, b);
+  EXPECT_NE(s.message().find("dtype f32 (source) vs bf16 (destination)"), std::string::npos) << s;
+  EXPECT_NE(s.message().find("--kv-cache-dtype"), std::string::npos) << s;
   b = a;
   b.block_size = 16;
   EXPECT_NE(CheckSliceCompatible(a, b).message().find("block_size"), std::string::npos);

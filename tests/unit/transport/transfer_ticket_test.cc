@@ -240,7 +240,7 @@ const TicketCase kTicketCases[] = {
        Relayout(t);
      },
      kPrecondition,
-     {"dtype bf16 (receiver) vs f32 (this worker)"}},
+     {"dtype bf16 (receiver) vs f32 (this worker)", "same --kv-cache-dtype"}},
     {"TpSliceDiffer",
      [](TransferTicket* t) {
        t->layout.tp_rank = 1;

@@ -287,6 +287,45 @@ TEST_P(DisaggProcessTest, ACancelledPrefillFreesBothSides) {
   EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 10))) << "released, not left to expire";
 }
 
+// KV pages cross only between workers that hold the same element type
+// (--kv-cache-dtype): a bf16 prefill worker and an f32 decode worker refuse each other
+// before any page moves, saying which dtype each holds and which flag to set, and hold no
+// pages after. f32 on both sides serves, with the tokens of the f32 single-sequence path.
+TEST(DisaggKvDtypeTest, WorkersOfDifferentKvDtypesRefuseEachOther) {
+  Worker decode(BATON_DECODE_BIN, "tcp", {"--kv-cache-dtype", "f32"});
+  Worker prefill(BATON_PREFILL_BIN, "tcp");  // bf16, the default
+  Worker prefill_f32(BATON_PREFILL_BIN, "tcp", {"--kv-cache-dtype", "f32"});
+  ASSERT_TRUE(decode.stub && prefill.stub && prefill_f32.stub);
+  const pb::GenerateRequest req = Request("mixed", 40, 2, 6);
+  pb::PrefillResponse pre;
+  grpc::Status s = Prefill(prefill, decode.target, req, &pre);
+  EXPECT_EQ(s.error_code(), grpc::StatusCode::FAILED_PRECONDITION) << s.error_message();
+  // The decode worker checks the sender's layout against its own (the receiving side of
+  // kvcache::CheckSliceCompatible): the prefill worker's bf16 is the source.
+  EXPECT_NE(s.error_message().find("dtype bf16 (source) vs f32 (destination)"), std::string::npos)
+      << s.error_message();
+  EXPECT_NE(s.error_message().find("same --kv-cache-dtype"), std::string::npos)
+      << s.error_message();
+  EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 5)));
+  EXPECT_TRUE(NoPagesHeld(prefill.WaitFor(NoPagesHeld, 5)));
+
+  s = Prefill(prefill_f32, decode.target, req, &pre);
+  ASSERT_TRUE(s.ok()) << s.error_message();
+  const Output got = Generate(decode, req, req.request_id());
+  ASSERT_TRUE(got.status.ok()) << got.status.error_message();
+  auto loaded = engine::LoadModel(kModel);
+  ASSERT_TRUE(loaded.ok());
+  ThreadPool threads(1);
+  auto request = FromProto(req);
+  ASSERT_TRUE(request.ok());
+  engine::GenerateOptions f32;
+  f32.kv_cache_dtype = "f32";
+  auto want =
+      engine::Generate(*loaded, &threads, request->prompt_ids, request->params, f32, nullptr);
+  ASSERT_TRUE(want.ok());
+  EXPECT_EQ(got.ids, want->output_ids);
+}
+
 INSTANTIATE_TEST_SUITE_P(Transports, DisaggProcessTest, ::testing::Values("tcp", "sm"),
                          [](const ::testing::TestParamInfo<const char*>& p) {
                            return std::string(p.param);

@@ -37,7 +37,7 @@ TEST_P(LayerwisePushTest, DecodeFromPushedPagesMatchesThePrefillSide) {
   auto opened = model::Model::Open(kModel);
   ASSERT_TRUE(opened.ok()) << opened.status();
   const model::Model& m = **opened;
-  const kvcache::PageLayout layout = engine::PageLayoutFor(m.config(), 16);
+  const kvcache::PageLayout layout = engine::PageLayoutFor(m.config(), 16, "bf16");
   constexpr int kPages = 8;
   auto local = *KvPool::Create(layout, kPages);
   auto remote = *KvPool::Create(layout, kPages);
@@ -46,7 +46,7 @@ TEST_P(LayerwisePushTest, DecodeFromPushedPagesMatchesThePrefillSide) {
   for (int i = 0; i < kPages; ++i) remote_pages.push_back(*remote->Allocate());
   std::reverse(remote_pages.begin(), remote_pages.end());  // other ids on the other side
   const int64_t page_bytes = layout.page_bytes();
-  const int64_t layer_bytes = layout.layer_elements() * int64_t{sizeof(float)};  // K and V
+  const int64_t layer_bytes = layout.layer_elements() * kvcache::DtypeBytes(layout.dtype);  // K, V
 
   auto receiver = UcxWorker::Create({.transports = GetParam()});
   auto sender = UcxWorker::Create({.transports = GetParam()});
@@ -74,7 +74,7 @@ TEST_P(LayerwisePushTest, DecodeFromPushedPagesMatchesThePrefillSide) {
       const int64_t last =
           (s.start_pos + static_cast<int64_t>(s.tokens.size()) - 1) / layout.block_size;
       for (int64_t b = first; b <= last && push_status.ok(); ++b) {
-        const float* src = local->block_data(s.block_table[b]) + layer * layer_bytes / 4;
+        const std::byte* src = local->block_data(s.block_table[b]) + layer * layer_bytes;
         const int32_t dst = remote_pages[b];
         push_status = (*ep)->Put(src, layer_bytes, **target, dst * page_bytes + layer * layer_bytes,
                                  local_region->get());

@@ -2,6 +2,7 @@
 // sender rank computed over what it wrote are recomputed over this rank's pages. Pages
 // holding what was sent pass; one changed byte in a sent run is DataLoss naming the pair;
 // every bound on what the leader passes (pages, ranks, counts, layouts) is a clean error.
+#include <cstdint>
 #include <random>
 #include <vector>
 
@@ -123,6 +124,46 @@ TEST(VerifySliceSums, BoundsAreCleanErrors) {
     f.verify.mutable_sender_ranks(0)->set_page_bytes(0);
     EXPECT_FALSE(f.Run().ok());
   }
+}
+
+// The sums cover each element's own bytes, whatever the pages' element type: on bf16
+// pages (the engine's default) the checked bytes are half those of f32 pages, and a change
+// to the last byte a sender wrote into a page is caught on both.
+TEST(VerifySliceSums, Bf16PagesAreCheckedByTheirOwnBytes) {
+  uint64_t checked[2] = {0, 0};
+  const char* dtypes[2] = {"f32", "bf16"};
+  for (int d = 0; d < 2; ++d) {
+    SCOPED_TRACE(dtypes[d]);
+    PageLayout local = Whole();
+    local.dtype = dtypes[d];
+    std::vector<uint8_t> pool(static_cast<size_t>(kPages * local.page_bytes()));
+    std::mt19937 rng(11);
+    for (uint8_t& b : pool) b = static_cast<uint8_t>(rng());
+    pb::VerifySlices verify;
+    for (int32_t id : {4, 0, 2}) verify.add_page_ids(id);
+    verify.set_first_block(1);
+    verify.set_prompt_tokens(14);
+    const std::vector<int32_t> pages = {4, 0, 2};
+    for (int s = 0; s < 2; ++s) {
+      PageLayout sender = Half(s);
+      sender.dtype = dtypes[d];
+      ToProto(sender, verify.add_sender_ranks());
+      const transport::KvChecksum sum = transport::SliceKvChecksum(
+          pool.data(), sender, local, transport::SliceSide::kDestination, pages, 1, 14);
+      ToProto(transport::SliceSum{s, 0, sum.hash, sum.bytes}, verify.add_expected());
+      checked[d] += sum.bytes;
+    }
+    EXPECT_TRUE(VerifySliceSums(pool.data(), kPages, local, 0, verify).ok());
+    // Page 0 (block 2, full): its last element is layer 1, head 3 (sender rank 1's), V,
+    // position 3, dim 3.
+    const int64_t last = local.element_offset(1, 3, 1, 3) + 3;
+    ASSERT_EQ((last + 1) * kvcache::DtypeBytes(local.dtype), local.page_bytes());
+    pool[static_cast<size_t>(local.page_bytes() - 1)] ^= 1;
+    const absl::Status s = VerifySliceSums(pool.data(), kPages, local, 0, verify);
+    EXPECT_EQ(s.code(), absl::StatusCode::kDataLoss) << s;
+    EXPECT_NE(s.message().find("sender rank 1 wrote into rank 0"), std::string::npos) << s;
+  }
+  EXPECT_EQ(checked[1] * 2, checked[0]);
 }
 
 }  // namespace

@@ -141,6 +141,31 @@ TEST(WorkerProcessTest, ABadFlagIsAClearErrorAndExitCode) {
   WorkerProcess worker({"worker", "--model", kModel, "--kv-cache-memory", "lots"});
   EXPECT_EQ(worker.FirstLine(30000), "");
   EXPECT_EQ(worker.Stop(0, 30000), 1);  // signal 0: just wait for its own exit
+  // A value outside the flag's choices is refused by the flag parser (its own exit code).
+  WorkerProcess dtype({"worker", "--model", kModel, "--kv-cache-dtype", "f16"});
+  EXPECT_EQ(dtype.FirstLine(30000), "");
+  EXPECT_GT(dtype.Stop(0, 30000), 0);
+}
+
+// --kv-cache-dtype reaches the engine: the worker announces its pages' type, and the same
+// memory holds twice as many bf16 pages (the default) as f32 ones.
+TEST(WorkerProcessTest, TheKvCacheDtypeSetsThePages) {
+  int64_t pages[2] = {0, 0};
+  const char* dtypes[2] = {"bf16", "f32"};
+  for (int i = 0; i < 2; ++i) {
+    std::vector<std::string> args = {
+        "worker", "--model", kModel, "--port", "0", "--threads", "1", "--kv-cache-memory", "16MiB"};
+    if (i == 1) args.insert(args.end(), {"--kv-cache-dtype", "f32"});
+    WorkerProcess worker(args);
+    const std::string line = worker.FirstLine(60000);
+    std::smatch m;
+    ASSERT_TRUE(std::regex_search(line, m, std::regex(R"(\((\d+) (\w+) KV pages of 16 tokens\))")))
+        << line;
+    pages[i] = std::stoll(m[1].str());
+    EXPECT_EQ(m[2].str(), dtypes[i]) << line;
+    EXPECT_EQ(worker.Stop(SIGTERM, 10000), 0);
+  }
+  EXPECT_EQ(pages[0], 2 * pages[1]);
 }
 
 }  // namespace
