@@ -374,6 +374,13 @@ absl::Status Engine::CompleteKv(const std::string& transfer_id, SampledToken fir
       return absl::FailedPreconditionError(
           StrCat("the KV transfer '", transfer_id, "' was already completed"));
     }
+    if (options_.kv_host_mirror != nullptr) {
+      // The transfer wrote the host copy of the pages it filled (not those the prefix
+      // cache held): now the device's.
+      const Reserved& r = *it->second;
+      BATON_RETURN_IF_ERROR(options_.kv_host_mirror->ToDevice(
+          std::span(r.pages).subspan(static_cast<size_t>(r.cached_blocks))));
+    }
     it->second->complete = true;
     it->second->first = std::move(first);
     it->second->cached_tokens =

@@ -29,6 +29,7 @@
 #include "common/thread_pool.h"
 #include "engine/backend.h"
 #include "engine/block_manager.h"
+#include "engine/kv_host_mirror.h"
 #include "engine/kv_pool.h"
 #include "engine/kv_sink.h"
 #include "engine/loaded_model.h"
@@ -59,6 +60,9 @@ struct EngineOptions {
   // engine (a worker that receives KV over shared memory lets
   // UCX allocate it, so that a peer's puts land in it directly: docs/transport.md).
   std::function<absl::StatusOr<void*>(size_t bytes)> kv_pool_memory;
+  // When the pool's pages are a GPU's: their host copy, which KV transfers use
+  // (engine/kv_host_mirror.h); it must outlive the engine. Null: the pages are on the host.
+  KvHostMirror* kv_host_mirror = nullptr;
   bool enable_prefix_cache = true;
   int64_t max_running = 256;          // sequences decoding together
   int64_t max_waiting = 4096;         // queued requests; more is an overload error
@@ -214,9 +218,13 @@ class Engine {
                           int64_t cached_tokens);
   // Frees a reservation that no request claimed. NotFound when none is live.
   absl::Status ReleaseKv(const std::string& transfer_id);
-  // The page pool's memory, for registering it with a transport. Pages are
-  // layout.page_bytes() apart from page 0.
-  std::byte* kv_pool_data() { return pool_->block_data(0); }
+  // The page pool's memory on the host, for registering it with a transport: the pool
+  // itself, or its host mirror when the pages are a GPU's. Pages are layout.page_bytes()
+  // apart from page 0.
+  std::byte* kv_pool_data() {
+    return options_.kv_host_mirror != nullptr ? options_.kv_host_mirror->data()
+                                              : pool_->block_data(0);
+  }
   int64_t kv_pool_bytes() const { return pool_->num_blocks() * pool_->layout().page_bytes(); }
   const PageLayout& kv_layout() const { return pool_->layout(); }
   // The chained hashes of the full blocks of `prompt_ids` in `cache_salt`'s namespace.

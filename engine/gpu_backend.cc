@@ -3,6 +3,7 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "common/status.h"
 #include "common/strings.h"
@@ -38,7 +39,33 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> GpuEngine::Create(const model::Model&
 
 GpuEngine::~GpuEngine() {
   forward_.reset();  // its graphs and scratch before the KV pages and the device
+  mirror_.reset();
+  if (mirror_pinned_ != nullptr) ops_->FreeHost(mirror_pinned_);
   kv_ = kernels::GpuBuffer();
+}
+
+absl::Status GpuEngine::MakeMirror(int64_t page_bytes, int64_t pages) {
+  const size_t bytes = static_cast<size_t>(page_bytes * pages);
+  void* host = nullptr;
+  if (options_.host_mirror_memory) {
+    BATON_ASSIGN_OR_RETURN(host, options_.host_mirror_memory(bytes));
+  }
+  if (host == nullptr) {
+    absl::StatusOr<void*> pinned = ops_->MallocHost(static_cast<int64_t>(bytes));
+    if (!pinned.ok()) {
+      return absl::ResourceExhaustedError(
+          StrCat("cannot pin ", bytes,
+                 " bytes of host memory for the host copy of the GPU's KV "
+                 "pages (",
+                 pinned.status().message(),
+                 "); a prefill or decode worker needs one as large as its KV cache: give it "
+                 "less with --kv-cache-memory"));
+    }
+    host = mirror_pinned_ = *pinned;
+  }
+  mirror_ = std::make_unique<GpuKvMirror>(ops_.get(), static_cast<std::byte*>(kv_.get()),
+                                          static_cast<std::byte*>(host), page_bytes, pages);
+  return absl::OkStatus();
 }
 
 absl::Status GpuEngine::Configure(EngineOptions* options) {
@@ -60,6 +87,11 @@ absl::Status GpuEngine::Configure(EngineOptions* options) {
   BATON_ASSIGN_OR_RETURN(kv_,
                          kernels::GpuBuffer::Allocate(ops_.get(), pages * layout.page_bytes()));
   options->kv_cache_bytes = pages * layout.page_bytes();
+  mirror_.reset();
+  if (mirror_pinned_ != nullptr) ops_->FreeHost(mirror_pinned_);
+  mirror_pinned_ = nullptr;
+  if (options_.host_mirror) BATON_RETURN_IF_ERROR(MakeMirror(layout.page_bytes(), pages));
+  options->kv_host_mirror = mirror_.get();
   options->kv_pool_memory = [this](size_t want) -> absl::StatusOr<void*> {
     if (static_cast<int64_t>(want) > kv_.bytes()) {
       return absl::InternalError(StrCat("the engine asks for ", want, " bytes of KV pages; ",
@@ -71,14 +103,14 @@ absl::Status GpuEngine::Configure(EngineOptions* options) {
                             ThreadPool* /*threads*/) -> absl::StatusOr<std::unique_ptr<Backend>> {
     BATON_RETURN_IF_ERROR(forward_->BindKv(KvPagesOf(pool)));
     return std::unique_ptr<Backend>(
-        std::make_unique<GpuBackend>(model_->config(), forward_.get(), pool));
+        std::make_unique<GpuBackend>(model_->config(), forward_.get(), pool, mirror_.get()));
   };
   return absl::OkStatus();
 }
 
 absl::StatusOr<std::unique_ptr<GpuEngine>> StartGpu(const model::Model& model,
                                                     const DeviceOptions& device,
-                                                    EngineOptions* options, bool quiet) {
+                                                    EngineOptions* options, const GpuStart& start) {
   if (device.device != "cuda") return std::unique_ptr<GpuEngine>();
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<kernels::GpuOps> ops,
                          OpenGpuOps(device, device.batch_invariant));
@@ -86,8 +118,10 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> StartGpu(const model::Model& model,
   GpuEngineOptions g;
   g.use_graphs = !device.enforce_eager;
   g.kv_memory_fraction = device.gpu_memory_utilization;
-  const auto start = std::chrono::steady_clock::now();
-  if (!quiet) {
+  g.host_mirror = start.host_mirror;
+  g.host_mirror_memory = start.host_mirror_memory;
+  const auto began = std::chrono::steady_clock::now();
+  if (!start.quiet) {
     g.progress = [name, last = -1](uint64_t done, uint64_t total) mutable {
       const int percent = total == 0 ? 100 : static_cast<int>(100 * done / total);
       if (percent == last) return;
@@ -100,11 +134,11 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> StartGpu(const model::Model& model,
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<GpuEngine> gpu,
                          GpuEngine::Create(model, std::move(ops), *options, g));
   BATON_RETURN_IF_ERROR(gpu->Configure(options));
-  if (!quiet) {
+  if (!start.quiet) {
     std::fprintf(
         stderr, "\nbaton: %s ready in %.1f s: %.2f GB of weights, %.2f GB of KV pages%s%s\n",
         name.c_str(),
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - began).count(),
         static_cast<double>(gpu->forward()->weights().bytes) / 1e9,
         static_cast<double>(gpu->kv_bytes()) / 1e9, device.enforce_eager ? ", no CUDA graphs" : "",
         device.batch_invariant ? ", batch-invariant" : "");
@@ -113,14 +147,28 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> StartGpu(const model::Model& model,
 }
 
 absl::Status GpuBackend::Forward(std::span<const SequenceInput> batch, ForwardOutput* out) {
-  if (hook_) {
+  if (hook_ && mirror_ == nullptr) {
     return absl::FailedPreconditionError(
-        "a layer-wise KV push from GPU pages is not built yet (docs/gpu.md); run the prefill "
-        "worker with --device cpu");
+        "this GPU engine keeps no host copy of its KV pages, which a KV push reads; start the "
+        "worker with --role prefill (or decode) to have one");
   }
-  BATON_RETURN_IF_ERROR(
-      model::ValidateBatch(config_, batch, pool_->num_blocks(), pool_->layout().block_size));
-  return forward_->Forward(batch, out);
+  const int64_t block_size = pool_->layout().block_size;
+  BATON_RETURN_IF_ERROR(model::ValidateBatch(config_, batch, pool_->num_blocks(), block_size));
+  BATON_RETURN_IF_ERROR(forward_->Forward(batch, out));
+  if (!hook_) return absl::OkStatus();
+  // The sinks push from the host copy: every block of the prompt so far, those the prefix
+  // cache served included (a sink pushes them too), goes there before any layer is
+  // announced. Blocks copied at an earlier chunk are copied again: simple, and a prompt in
+  // one chunk (the common case) copies each page once.
+  std::vector<int32_t> pages;
+  for (const SequenceInput& s : batch) {
+    const int64_t end = s.start_pos + static_cast<int64_t>(s.tokens.size());
+    const int64_t blocks = (end + block_size - 1) / block_size;
+    pages.insert(pages.end(), s.block_table.begin(), s.block_table.begin() + blocks);
+  }
+  BATON_RETURN_IF_ERROR(mirror_->ToHost(pages));
+  for (int64_t layer = 0; layer < config_.num_layers; ++layer) hook_(layer, batch);
+  return absl::OkStatus();
 }
 
 }  // namespace baton::engine

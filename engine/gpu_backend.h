@@ -18,6 +18,7 @@
 #include "engine/backend.h"
 #include "engine/device.h"
 #include "engine/engine.h"
+#include "engine/gpu_kv_mirror.h"
 #include "engine/kv_pool.h"
 #include "kernels/gpu_ops.h"
 #include "model/arch/llama_gpu.h"
@@ -34,6 +35,12 @@ struct GpuEngineOptions {
   double kv_memory_fraction = 0.9;
   // Called while the weights upload, with bytes done and the total.
   std::function<void(uint64_t done, uint64_t total)> progress;
+  // Keep a host copy of the KV pages for KV transfers (prefill and decode roles:
+  // engine/kv_host_mirror.h), as large as the pages. Its memory comes from
+  // `host_mirror_memory` when that is set and returns memory, else it is pinned memory of
+  // the device's.
+  bool host_mirror = false;
+  std::function<absl::StatusOr<void*>(size_t bytes)> host_mirror_memory;
 };
 
 class GpuEngine {
@@ -47,41 +54,58 @@ class GpuEngine {
   ~GpuEngine();
 
   // Points `options` at this device: the KV budget (kv_cache_bytes, when 0 the fraction
-  // above), the pool's memory (device memory, owned here) and the backend.
-  // ResourceExhausted when not one page fits.
+  // above), the pool's memory (device memory, owned here), the pages' host copy when one
+  // was asked for, and the backend. ResourceExhausted when not one page fits, or the host
+  // copy's memory cannot be had.
   absl::Status Configure(EngineOptions* options);
 
   kernels::GpuOps* ops() { return ops_.get(); }
   model::LlamaGpuForward* forward() { return forward_.get(); }
   int64_t kv_bytes() const { return kv_.bytes(); }
+  KvHostMirror* host_mirror() { return mirror_.get(); }
 
  private:
   GpuEngine() = default;
+  absl::Status MakeMirror(int64_t page_bytes, int64_t pages);
   const model::Model* model_ = nullptr;
   GpuEngineOptions options_;
   std::unique_ptr<kernels::GpuOps> ops_;
   std::unique_ptr<model::LlamaGpuForward> forward_;
   kernels::GpuBuffer kv_;
+  void* mirror_pinned_ = nullptr;  // the host copy's memory, when it is ours
+  std::unique_ptr<GpuKvMirror> mirror_;
+};
+
+struct GpuStart {
+  bool quiet = false;  // no progress lines
+  // For a worker that takes part in KV transfers: GpuEngineOptions' fields of that name.
+  bool host_mirror = false;
+  std::function<absl::StatusOr<void*>(size_t bytes)> host_mirror_memory;
 };
 
 // For --device cuda: opens the GPU's kernels (the plugin: engine/device.h), uploads
-// `model`'s weights with a progress line on stderr (none when `quiet`), and points
+// `model`'s weights with a progress line on stderr (none when `start.quiet`), and points
 // `options` at the device (GpuEngine::Configure). Null for --device cpu, with `options`
 // untouched. The result must outlive the engine made with `options`.
 absl::StatusOr<std::unique_ptr<GpuEngine>> StartGpu(const model::Model& model,
                                                     const DeviceOptions& device,
-                                                    EngineOptions* options, bool quiet = false);
+                                                    EngineOptions* options,
+                                                    const GpuStart& start = {});
 
 // The Backend over a GpuEngine's forward and the engine's pool (whose pages are the
 // GpuEngine's device memory).
 class GpuBackend : public Backend {
  public:
-  GpuBackend(const model::ModelConfig& config, model::LlamaGpuForward* forward, KvPool* pool)
-      : config_(config), forward_(forward), pool_(pool) {}
+  // `mirror` may be null: then a step with a layer hook fails (FailedPrecondition).
+  GpuBackend(const model::ModelConfig& config, model::LlamaGpuForward* forward, KvPool* pool,
+             KvHostMirror* mirror)
+      : config_(config), forward_(forward), pool_(pool), mirror_(mirror) {}
 
   absl::Status Forward(std::span<const SequenceInput> batch, ForwardOutput* out) override;
-  // A layer-wise KV push reads pages on the host; GPU pages are not there yet (the staged
-  // transfer path is not built), so a step with a hook set fails with FailedPrecondition.
+  // A layer-wise KV push reads pages on the host: after a step with a hook set, the pages
+  // of every sequence of the batch, from its first block through the step's last token,
+  // go to the host mirror (one copy per run of pages), and then the hook sees every layer
+  // land. The push thus starts when the step ends, not layer by layer during it.
   void set_layer_kv_hook(LayerKvHook hook) override { hook_ = std::move(hook); }
   const char* name() const override { return "cuda"; }
 
@@ -89,6 +113,7 @@ class GpuBackend : public Backend {
   const model::ModelConfig& config_;
   model::LlamaGpuForward* forward_;
   KvPool* pool_;
+  KvHostMirror* mirror_;
   LayerKvHook hook_;
 };
 

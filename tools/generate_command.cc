@@ -174,9 +174,10 @@ absl::Status Run(const GenerateFlags& flags) {
       (positions + options.block_size - 1) / options.block_size *
       engine::PageLayoutFor(loaded.model->config(), options.block_size, options.kv_cache_dtype)
           .page_bytes();
-  BATON_ASSIGN_OR_RETURN(
-      std::unique_ptr<engine::GpuEngine> gpu,
-      engine::StartGpu(*loaded.model, flags.device, &gpu_options, flags.quiet || flags.json));
+  engine::GpuStart start;
+  start.quiet = flags.quiet || flags.json;
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<engine::GpuEngine> gpu,
+                         engine::StartGpu(*loaded.model, flags.device, &gpu_options, start));
   if (gpu != nullptr) {
     options.kv_pool_memory = gpu_options.kv_pool_memory;
     options.backend = gpu_options.backend;

@@ -190,12 +190,6 @@ absl::Status CheckGpuWorker(const WorkerFlags& flags) {
         "--device cuda with --tensor-parallel-size or --pipeline-parallel-size above 1: worker "
         "groups on the GPU backend are not built yet (docs/gpu.md); run one GPU per worker");
   }
-  if (flags.role != "colocated") {
-    return absl::UnimplementedError(StrCat(
-        "--device cuda with --role ", flags.role,
-        ": KV transfers from and to GPU pages are not built yet (docs/gpu.md); run GPU workers "
-        "colocated, or this role with --device cpu"));
-  }
   return absl::OkStatus();
 }
 
@@ -249,10 +243,16 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     return absl::InvalidArgumentError(
         StrCat("--kv-pool is '", flags.kv_pool, "'; it must be auto, engine or ucx"));
   }
+  // A GPU worker's pages are the device's: what transfers touch is their host copy
+  // (engine/kv_host_mirror.h), which a prefill or decode worker keeps; a colocated GPU
+  // worker takes no part in transfers.
+  engine::GpuStart gpu_start;
+  gpu_start.host_mirror = on_gpu && flags.role != "colocated";
   if (flags.kv_pool == "ucx" || (flags.kv_pool == "auto" && flags.role == "decode" &&
                                  transport::MayUseSharedMemory(flags.ucx_tls))) {
     WorkerRuntime* self = w.get();
-    options.kv_pool_memory = [self](size_t bytes) -> absl::StatusOr<void*> {
+    auto& pool_memory = on_gpu ? gpu_start.host_mirror_memory : options.kv_pool_memory;
+    pool_memory = [self](size_t bytes) -> absl::StatusOr<void*> {
       absl::StatusOr<std::unique_ptr<transport::RegisteredRegion>> region =
           transport::RegisteredRegion::Allocate(*self->ucx_, bytes);
       if (!region.ok()) {
@@ -316,18 +316,20 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
         w->loaded_.model.get(), group, std::make_shared<engine::GroupComms>(std::move(comms)), kv,
         [self = w.get()](engine::GroupBackend* b) { self->group_backend_ = b; });
   }
-  BATON_ASSIGN_OR_RETURN(w->gpu_, engine::StartGpu(*w->loaded_.model, flags.device, &options));
+  BATON_ASSIGN_OR_RETURN(w->gpu_,
+                         engine::StartGpu(*w->loaded_.model, flags.device, &options, gpu_start));
   BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
-  // One registration of the whole pool serves both directions (docs/transport.md). GPU
-  // pages take no part in transfers (refused above).
-  if (w->pool_region_ == nullptr && !on_gpu) {
+  // A colocated group takes no part in KV transfers: a split group's ranks each move their
+  // own slice (docs/parallel.md, "KV transfers with groups"). Nor does a colocated GPU
+  // worker, which keeps no host copy of its pages.
+  const bool takes_transfers = flags.role != "colocated" || (group_size == 1 && !on_gpu);
+  // One registration of the whole pool (or its host copy) serves both directions
+  // (docs/transport.md).
+  if (w->pool_region_ == nullptr && takes_transfers) {
     BATON_ASSIGN_OR_RETURN(w->pool_region_, transport::RegisteredRegion::Register(
                                                 *w->ucx_, w->engine_->kv_pool_data(),
                                                 static_cast<size_t>(w->engine_->kv_pool_bytes())));
   }
-  // A colocated group takes no part in KV transfers: a split group's ranks each move their
-  // own slice (docs/parallel.md, "KV transfers with groups").
-  const bool takes_transfers = !on_gpu && (group_size == 1 || flags.role != "colocated");
   if (flags.role != "prefill" && takes_transfers) {
     KvReceiverOptions ro;
     ro.default_lease = absl::Seconds(flags.kv_lease_seconds);
