@@ -4,6 +4,8 @@
 // (tests/fakes/host_gpu_ops.h); built as gpu_forward_test, on a GPU (test_gpu_ops.h).
 #include "model/arch/llama_gpu.h"
 
+#include <unistd.h>
+
 #include <cmath>
 #include <filesystem>
 #include <random>
@@ -41,7 +43,9 @@ struct Written {
 std::unique_ptr<Written> Write(const ModelConfig& config, cpu::DType dtype, bool gguf,
                                const std::string& name) {
   auto w = std::make_unique<Written>();
-  w->dir = ::testing::TempDir() + "/baton_gpu_fwd_" + name;
+  // The process id too: ctest runs this binary's tests (and the GPU build of this source)
+  // in parallel processes, which must not write or remove each other's files.
+  w->dir = ::testing::TempDir() + "/baton_gpu_fwd_" + name + "_" + std::to_string(::getpid());
   std::filesystem::remove_all(w->dir);
   model::SyntheticModelSpec spec;
   spec.config = config;

@@ -98,6 +98,11 @@ TEST(ShardTest, SlicesAreTheWholeModelsRowsAndColumns) {
 // A rank that opens its shard holds about its share of the weights: the copy of its
 // slices, and none of the mapped file once the whole model is closed.
 TEST(ShardTest, ResidentMemoryIsAboutTheShard) {
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "under ASan the heap's redzones and shadow memory grow the resident set "
+                  "past the data (measured: 34.5 MiB for a 26 MiB shard); the release build "
+                  "checks this";
+#endif
   const std::string& dir = ModelDir();
   uint64_t full_bytes = 0;
   {

@@ -221,6 +221,7 @@ TEST(HttpServerTest, StreamToHttp10ClientIsCloseDelimited) {
 TEST(HttpServerTest, NoWaitChunksFromAnotherThreadArriveInOrder) {
   constexpr int kChunks = 8000;  // 32 MB: more than loopback socket buffers hold
   std::atomic<int> queued{0};
+  std::atomic<bool> all_written{false};  // by the producer, whatever the client did
   auto chunk = [](int i) {
     return StrCat("data: ", i, " ", std::string(4000, 'a' + i % 26), "\n\n");
   };
@@ -234,6 +235,7 @@ TEST(HttpServerTest, NoWaitChunksFromAnotherThreadArriveInOrder) {
         if (r == HttpResponder::NoWait::kQueued) queued.fetch_add(1);
       }
       produced = true;
+      all_written = true;
     });
     while (!produced.load()) {
       EXPECT_TRUE(out.Flush());
@@ -245,7 +247,14 @@ TEST(HttpServerTest, NoWaitChunksFromAnotherThreadArriveInOrder) {
   });
   TestClient c(server->port());
   ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
-  std::this_thread::sleep_for(300ms);  // the socket buffers fill; the rest is queued
+  // The client reads only once every chunk was written: the socket buffers filled and the
+  // rest was queued. (Waiting a fixed time instead failed on a loaded machine, where the
+  // producer had not begun when the client started reading.)
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
+  while (!all_written.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(10ms);
+  }
+  ASSERT_TRUE(all_written.load()) << "the producer did not finish writing in 60 s";
   auto r = c.ReadResponse();
   ASSERT_TRUE(r);
   std::string want;
