@@ -163,6 +163,7 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
 Engine::Engine(const LoadedModel* model, const EngineOptions& options)
     : model_(model), options_(options) {
   if (options_.model_id.empty()) options_.model_id = model->name;
+  sampleable_vocab_ = SampleableVocab(*model);
 }
 
 Engine::~Engine() {
@@ -219,6 +220,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   live->sink = std::move(request.kv_sink);
   live->kv_transfer_id = std::move(request.kv_transfer_id);
   live->sampler = std::make_unique<SequenceSampler>(request.params, request.prompt_ids, live->seed);
+  live->sampler->set_vocab_limit(sampleable_vocab_);
   live->stop =
       std::make_unique<StopChecker>(request.params, model_->eos_token_ids, context - prompt_len);
   if (request.detokenize) {
@@ -551,7 +553,9 @@ void Engine::Step() {
                                    item.start, seq->block_table,
                                    item.wants_logits ? LogitsWanted::kLast : LogitsWanted::kNone});
     // A backend that can choose greedy tokens itself (the GPU's) then returns the id alone.
-    inputs.back().greedy = item.wants_logits && live->sampler->GreedyFromRawLogits();
+    // Not in a padded vocabulary: the backend's choice would range over every row.
+    inputs.back().greedy = item.wants_logits && live->sampler->GreedyFromRawLogits() &&
+                           sampleable_vocab_ == model_->model->config().vocab_size;
   }
   ++counters_.steps;
   // Prefill-role sequences hand each layer's K/V to their sinks as it lands.
@@ -696,6 +700,7 @@ void Engine::AdmitTransferred(std::unique_ptr<Live> live) {
   live->sampler = std::make_unique<SequenceSampler>(
       live->params, std::span(queued->tokens).first(queued->prompt_len), live->seed,
       std::span(&first.id, 1));
+  live->sampler->set_vocab_limit(sampleable_vocab_);
   live->scheduled = true;
   live->first_scheduled = Clock::now();
   live_.emplace(id, std::move(live));

@@ -266,6 +266,7 @@ class Engine {
 
   const LoadedModel* model_;
   EngineOptions options_;
+  int64_t sampleable_vocab_ = 0;  // SampleableVocab(*model_)
   kvcache::BlockHash root_without_salt_;
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<KvPool> pool_;

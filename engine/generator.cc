@@ -64,6 +64,7 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
 
   const StopChecker stop_tokens(params, loaded.eos_token_ids, context - prompt_len);
   SequenceSampler sampler(params, prompt_ids, params.seed.value_or(RandomSeed()));
+  sampler.set_vocab_limit(SampleableVocab(loaded));
   tokenizer::IncrementalDetokenizer detok(loaded.tokenizer.tokenizer);
   tokenizer::StopStringMatcher stops(params.stop, params.include_stop_str_in_output);
 

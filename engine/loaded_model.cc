@@ -8,6 +8,20 @@
 
 namespace baton::engine {
 
+int64_t SampleableVocab(const LoadedModel& loaded) {
+  const int64_t rows = loaded.model->config().vocab_size;
+  if (loaded.tokenizer.tokenizer == nullptr) return rows;
+  // A GGUF's vocabulary carries the padding as unused [PADn] tokens (llama.cpp's
+  // converter writes them); a tokenizer.json's ends at its last token. Both end here.
+  const tokenizer::Vocab& v = loaded.tokenizer.tokenizer->vocab();
+  int64_t end = static_cast<int64_t>(v.tokens.size());
+  while (end > 0 && static_cast<size_t>(end - 1) < v.types.size() &&
+         v.types[static_cast<size_t>(end - 1)] == tokenizer::TokenType::kUnused) {
+    --end;
+  }
+  return end == 0 ? rows : std::min(rows, end);
+}
+
 absl::StatusOr<LoadedModel> LoadModel(const std::string& path, const model::OpenOptions& options,
                                       const model::RankPlacement& placement) {
   LoadedModel loaded;

@@ -22,6 +22,10 @@ struct LoadedModel {
   std::string name;  // for listings: general.name, or the directory's name
 };
 
+// The ids a sampler may choose (SequenceSampler::set_vocab_limit): the model's rows, cut
+// to the tokenizer's vocabulary where the embedding is padded past it (Qwen2.5's is).
+int64_t SampleableVocab(const LoadedModel& loaded);
+
 // `path`: a .gguf file, or a Hugging Face directory. Loads the weights (only `placement`'s
 // shard of them for a rank of a worker group: model/shard.h), then the tokenizer from
 // the same place, and checks that the two agree on the vocabulary.

@@ -97,7 +97,11 @@ void SequenceSampler::AppendLogitProcessors(kernels::LogitProcessorLists* lists)
   lists->penalty_offsets.push_back(static_cast<int32_t>(lists->penalty_ids.size()));
 }
 
-SampledToken SequenceSampler::Sample(std::span<const float> logits) {
+SampledToken SequenceSampler::Sample(std::span<const float> all_logits) {
+  std::span<const float> logits = all_logits;
+  if (vocab_limit_ >= 0 && static_cast<size_t>(vocab_limit_) < logits.size()) {
+    logits = logits.first(static_cast<size_t>(vocab_limit_));
+  }
   BATON_CHECK(!logits.empty());
   work_.resize(logits.size());
   // A NaN from the model must not poison the comparisons below; it is never sampled.

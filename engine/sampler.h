@@ -80,6 +80,12 @@ class SequenceSampler {
   SequenceSampler(const SamplingParams& params, std::span<const int32_t> prompt_ids, uint64_t seed,
                   std::span<const int32_t> output_ids = {});
 
+  // Ids from `size` on are never chosen, nor listed in logprobs, which are normalised over
+  // the ids below it: a padded vocabulary (the model's embedding has rows the tokenizer
+  // has no token for, as Qwen2.5's) is cut to the tokenizer's, as vLLM cuts the logits
+  // to the original vocabulary. Unset: every entry of the logits.
+  void set_vocab_limit(int64_t size) { vocab_limit_ = size; }
+
   // Chooses the token for the current position from this sequence's logits (one per vocab
   // entry). Calling it again before Accept gives the same token.
   SampledToken Sample(std::span<const float> logits);
@@ -127,6 +133,7 @@ class SequenceSampler {
   SamplingParams params_;
   uint64_t seed_;
   int64_t step_ = 0;
+  int64_t vocab_limit_ = -1;  // < 0: none
   // Distinct prompt and output tokens; kept only when repetition_penalty != 1.
   absl::flat_hash_set<int32_t> seen_;
   // Output token counts; kept only when a presence or frequency penalty is set.

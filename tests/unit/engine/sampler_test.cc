@@ -444,6 +444,39 @@ TEST(SamplerTest, LogprobsAreTheRawLogSoftmax) {
   EXPECT_TRUE(none.top_logprobs.empty());
 }
 
+// A padded vocabulary: rows 200 and on have no token. They are never drawn, even where
+// they hold the largest logits, and the logprobs are those of the first 200 alone: as if
+// the logits had been cut there.
+TEST(SamplerTest, AVocabLimitCutsThePaddedRows) {
+  std::vector<float> logits = RandomLogits(256, 9, 2.0f);
+  for (size_t id = 200; id < logits.size(); ++id) logits[id] = 20.0f;  // would win
+  const std::vector<float> cut(logits.begin(), logits.begin() + 200);
+  for (const double temperature : {0.0, 1.0, 3.0}) {
+    SamplingParams p = Params(temperature);
+    p.logprobs = 4;
+    for (int seed = 0; seed < 40; ++seed) {
+      SequenceSampler limited(p, {}, seed);
+      limited.set_vocab_limit(200);
+      SequenceSampler oracle(p, {}, seed);  // the same draws over the cut logits
+      for (int t = 0; t < 5; ++t) {
+        const SampledToken got = limited.Sample(logits);
+        const SampledToken want = oracle.Sample(cut);
+        ASSERT_EQ(got.id, want.id) << "temperature " << temperature << " seed " << seed;
+        EXPECT_EQ(got.logprob, want.logprob);
+        EXPECT_EQ(got.top_logprobs, want.top_logprobs);
+        limited.Accept(got.id);
+        oracle.Accept(want.id);
+      }
+    }
+    // Without the limit the padded rows are what a draw takes.
+    EXPECT_GE(SequenceSampler(p, {}, 1).Sample(logits).id, 200);
+  }
+  // A limit past the logits changes nothing.
+  SequenceSampler wide(Params(0), {}, 1);
+  wide.set_vocab_limit(1000);
+  EXPECT_GE(wide.Sample(logits).id, 200);
+}
+
 TEST(SamplerTest, NonFiniteLogitsAreNeverSampled) {
   const float nan = std::numeric_limits<float>::quiet_NaN();
   std::vector<float> logits = {nan, 0.0f, -INFINITY, 0.5f, nan};
