@@ -9,8 +9,7 @@
 #include "common/check.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/detokenizer.h"
-#include "tokenizer/stop_strings.h"
+#include "tokenizer/text_stream.h"
 
 namespace baton::engine {
 namespace {
@@ -44,8 +43,7 @@ struct Engine::Live {
   std::unique_ptr<Sequence> seq;  // until handed to the scheduler
   std::unique_ptr<SequenceSampler> sampler;
   std::unique_ptr<StopChecker> stop;
-  std::unique_ptr<tokenizer::IncrementalDetokenizer> detok;
-  std::unique_ptr<tokenizer::StopStringMatcher> stops;
+  std::unique_ptr<tokenizer::TextStream> text;  // when detokenize
   Clock::time_point arrival, first_scheduled, first_token;
   bool scheduled = false;
   int64_t generated = 0;
@@ -224,9 +222,9 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   live->stop =
       std::make_unique<StopChecker>(request.params, model_->eos_token_ids, context - prompt_len);
   if (request.detokenize) {
-    live->detok = std::make_unique<tokenizer::IncrementalDetokenizer>(model_->tokenizer.tokenizer);
-    live->stops = std::make_unique<tokenizer::StopStringMatcher>(
-        request.params.stop, request.params.include_stop_str_in_output);
+    live->text =
+        std::make_unique<tokenizer::TextStream>(model_->tokenizer.tokenizer, request.params.stop,
+                                                request.params.include_stop_str_in_output);
   }
   seq->tokens = std::move(request.prompt_ids);
 
@@ -722,28 +720,27 @@ void Engine::EmitToken(uint64_t id, SampledToken sampled, Clock::time_point afte
     e.finish_reason = decision.reason;
     if (decision.stop_token_id) e.stop_reason = StrCat(*decision.stop_token_id);
     if (live->detokenize) {
-      if (decision.emit_text && !live->stops->stopped()) {
-        std::string delta;
-        if (model_->tokenizer.tokenizer->IsValid(token)) {
-          absl::StatusOr<std::string> d = live->detok->Add(token);
-          if (d.ok()) delta = std::move(*d);
-        }
-        tokenizer::StopStringMatcher::Result m = live->stops->Add(delta);
-        e.text = std::move(m.emit);
-        if (m.stopped) {
+      if (decision.emit_text) {
+        absl::StatusOr<tokenizer::TextStream::Piece> piece = live->text->Add(token);
+        if (!piece.ok()) {
+          // The sampler draws only ids the tokenizer has (SampleableVocab): a bug.
+          e.status = absl::InternalError(piece.status().message());
           finished = true;
-          e.finish_reason = FinishReason::kStop;
-          e.stop_reason = m.matched;
+        } else {
+          e.text = std::move(piece->text);
+          if (piece->stopped) {
+            finished = true;
+            e.finish_reason = FinishReason::kStop;
+            e.stop_reason = std::move(piece->matched);
+          }
         }
       }
-      if (finished && !live->stops->stopped()) {
-        tokenizer::StopStringMatcher::Result tail = live->stops->Add(live->detok->Finish());
-        e.text += tail.emit;
+      if (finished && e.status.ok() && !live->text->stopped()) {
+        tokenizer::TextStream::Piece tail = live->text->Finish();
+        e.text += tail.text;
         if (tail.stopped) {
           e.finish_reason = FinishReason::kStop;
-          e.stop_reason = tail.matched;
-        } else {
-          e.text += live->stops->Flush();
+          e.stop_reason = std::move(tail.matched);
         }
       }
     }

@@ -9,8 +9,7 @@
 #include "engine/kv_pool.h"
 #include "engine/model_runner.h"
 #include "engine/stop_conditions.h"
-#include "tokenizer/detokenizer.h"
-#include "tokenizer/stop_strings.h"
+#include "tokenizer/text_stream.h"
 
 namespace baton::engine {
 namespace {
@@ -65,8 +64,8 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
   const StopChecker stop_tokens(params, loaded.eos_token_ids, context - prompt_len);
   SequenceSampler sampler(params, prompt_ids, params.seed.value_or(RandomSeed()));
   sampler.set_vocab_limit(SampleableVocab(loaded));
-  tokenizer::IncrementalDetokenizer detok(loaded.tokenizer.tokenizer);
-  tokenizer::StopStringMatcher stops(params.stop, params.include_stop_str_in_output);
+  tokenizer::TextStream stream(loaded.tokenizer.tokenizer, params.stop,
+                               params.include_stop_str_in_output);
 
   GenerateResult result;
   result.prompt_ids = prompt_ids;
@@ -114,17 +113,12 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
     }
     const StopDecision decision = stop_tokens.Check(token.id, step + 1);
     if (decision.emit_text) {
-      // Embeddings padded past the tokenizer (common in real releases) have no text;
-      // a model may still sample those ids, and they decode to nothing, as in vLLM.
-      std::string delta;
-      if (loaded.tokenizer.tokenizer->IsValid(token.id)) {
-        BATON_ASSIGN_OR_RETURN(delta, detok.Add(token.id));
-      }
-      tokenizer::StopStringMatcher::Result matched = stops.Add(delta);
-      emit(matched.emit);
-      if (matched.stopped) {
+      // The sampler draws only ids the tokenizer has (SampleableVocab).
+      BATON_ASSIGN_OR_RETURN(tokenizer::TextStream::Piece piece, stream.Add(token.id));
+      emit(piece.text);
+      if (piece.stopped) {
         result.finish_reason = "stop";
-        result.stop_reason = matched.matched;
+        result.stop_reason = std::move(piece.matched);
         break;
       }
     }
@@ -138,16 +132,12 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
     BATON_RETURN_IF_ERROR(runner->Forward(std::span(&input, 1), &out));
     ++pos;
   }
-  if (!stops.stopped()) {
-    // The end of the text: bytes the detokenizer or the stop matcher held back.
-    tokenizer::StopStringMatcher::Result tail = stops.Add(detok.Finish());
-    emit(tail.emit);
-    if (tail.stopped) {
-      result.finish_reason = "stop";
-      result.stop_reason = tail.matched;
-    } else {
-      emit(stops.Flush());
-    }
+  // The end of the text: bytes the detokenizer or the stop matcher held back.
+  tokenizer::TextStream::Piece tail = stream.Finish();
+  emit(tail.text);
+  if (tail.stopped) {
+    result.finish_reason = "stop";
+    result.stop_reason = std::move(tail.matched);
   }
   result.timings.decode_seconds = Seconds(decode_start, Clock::now());
   return result;

@@ -15,8 +15,8 @@ ChoiceDecoder::ChoiceDecoder(int index, std::shared_ptr<const tokenizer::Tokeniz
     : index_(index),
       tokenizer_(tokenizer),
       request_prompt_tokens_(static_cast<int64_t>(request.prompt_ids.size())),
-      detok_(std::move(tokenizer), tokenizer::DecodeOptions{request.skip_special_tokens}),
-      stops_(request.stop, request.include_stop_str_in_output) {}
+      text_(std::move(tokenizer), request.stop, request.include_stop_str_in_output,
+            tokenizer::DecodeOptions{request.skip_special_tokens}) {}
 
 absl::StatusOr<bool> ChoiceDecoder::Process(const pb::GenerateResponse& msg, ChoiceDelta* out) {
   *out = ChoiceDelta();
@@ -51,20 +51,18 @@ absl::StatusOr<bool> ChoiceDecoder::Process(const pb::GenerateResponse& msg, Cho
       out->logprobs.push_back(std::move(lp));
     }
     if (ends_on_stop_token && k == count - 1) break;
-    absl::StatusOr<std::string> piece = detok_.Add(id);
+    absl::StatusOr<tokenizer::TextStream::Piece> piece = text_.Add(id);
     if (!piece.ok()) {
       ended_ = true;
-      return absl::InternalError(
-          StrCat("the worker sent token id ", id, ", outside the tokenizer's vocabulary of ",
-                 tokenizer_->vocab_size(), "; do the router and the worker serve the same model?"));
+      return absl::InternalError(StrCat("the worker sent ", piece.status().message(),
+                                        "; do the router and the worker serve the same model?"));
     }
-    tokenizer::StopStringMatcher::Result r = stops_.Add(*piece);
-    out->text += r.emit;
-    if (r.stopped) {
+    out->text += piece->text;
+    if (piece->stopped) {
       ended_ = true;
       stopped_by_string_ = true;
       out->finish_reason = "stop";
-      out->stop_reason = r.matched;
+      out->stop_reason = std::move(piece->matched);
     }
   }
   if (!ended_ && msg.finished()) {
@@ -76,15 +74,11 @@ absl::StatusOr<bool> ChoiceDecoder::Process(const pb::GenerateResponse& msg, Cho
     if (!msg.stop_reason().empty() && absl::SimpleAtoi(msg.stop_reason(), &stop_id)) {
       out->stop_token_id = stop_id;
     }
-    if (!stops_.stopped()) {
-      tokenizer::StopStringMatcher::Result tail = stops_.Add(detok_.Finish());
-      out->text += tail.emit;
-      if (tail.stopped) {
-        out->finish_reason = "stop";
-        out->stop_reason = tail.matched;
-      } else {
-        out->text += stops_.Flush();
-      }
+    tokenizer::TextStream::Piece tail = text_.Finish();
+    out->text += tail.text;
+    if (tail.stopped) {
+      out->finish_reason = "stop";
+      out->stop_reason = std::move(tail.matched);
     }
     out->num_preemptions = msg.timings().num_preemptions();
   }

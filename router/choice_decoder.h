@@ -16,8 +16,7 @@
 #include "absl/status/statusor.h"
 #include "baton/internal/v1/worker.pb.h"
 #include "router/generation_types.h"
-#include "tokenizer/detokenizer.h"
-#include "tokenizer/stop_strings.h"
+#include "tokenizer/text_stream.h"
 #include "tokenizer/tokenizer.h"
 
 namespace baton::router {
@@ -41,8 +40,7 @@ class ChoiceDecoder {
   int index_;
   std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   int64_t request_prompt_tokens_;
-  tokenizer::IncrementalDetokenizer detok_;
-  tokenizer::StopStringMatcher stops_;
+  tokenizer::TextStream text_;
   bool ended_ = false;
   bool stopped_by_string_ = false;
   int64_t generated_ = 0;
