@@ -43,7 +43,7 @@ class DirectClient final : public StreamClient {
     StreamCheck check(expected_, request_id, tokens, received);
     // Drained to the end even after an error, so that Finish does not block.
     while (reader->Read(&msg)) check.OnDirect(msg, Clock::now());
-    BATON_RETURN_IF_ERROR(FromGrpc(reader->Finish(), StrCat("direct Generate ", request_id)));
+    BATON_RETURN_IF_ERROR(FromGrpcStatus(reader->Finish(), StrCat("direct Generate ", request_id)));
     return check.Finish();
   }
 
@@ -66,7 +66,7 @@ class GrpcClient final : public StreamClient {
     baton::v1::GenerateResponse msg;
     StreamCheck check(expected_, request_id, tokens, received);
     while (reader->Read(&msg)) check.OnRouterGrpc(msg, Clock::now());
-    BATON_RETURN_IF_ERROR(FromGrpc(reader->Finish(), StrCat("router Generate ", request_id)));
+    BATON_RETURN_IF_ERROR(FromGrpcStatus(reader->Finish(), StrCat("router Generate ", request_id)));
     return check.Finish();
   }
 

@@ -102,7 +102,7 @@ class GrpcStream final : public Tag {
         }
         return;
       case Step::kFinish: {
-        absl::Status s = FromGrpc(status_, StrCat(Call::kName, " ", request_id_));
+        absl::Status s = FromGrpcStatus(status_, StrCat(Call::kName, " ", request_id_));
         if (s.ok()) s = check_->Finish();
         reader_.reset();
         ctx_.reset();

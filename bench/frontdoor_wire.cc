@@ -55,12 +55,6 @@ std::shared_ptr<grpc::Channel> OwnChannel(int port) {
                                    args);
 }
 
-absl::Status FromGrpc(const grpc::Status& s, std::string_view what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      StrCat(what, ": ", s.error_message()));
-}
-
 StreamCheck::StreamCheck(const ExpectedStream& expected, std::string request_id, int tokens,
                          std::vector<Clock::time_point>* received)
     : expected_(expected),

@@ -22,6 +22,7 @@
 #include "boost/beast/http/message.hpp"
 #include "boost/beast/http/string_body.hpp"
 #include "grpcpp/grpcpp.h"
+#include "service/grpc_status.h"
 
 namespace baton::bench {
 
@@ -52,7 +53,7 @@ absl::Status ConnectToRouter(boost::asio::ip::tcp::socket& socket, int port);
 // A channel with a connection of its own: channels with equal arguments share one by
 // default, and separate users do not.
 std::shared_ptr<grpc::Channel> OwnChannel(int port);
-absl::Status FromGrpc(const grpc::Status& s, std::string_view what);
+using service::FromGrpcStatus;
 
 class StreamCheck {
  public:

@@ -12,6 +12,7 @@
 #include "router/generation.h"
 #include "router/remote_prefill.h"
 #include "router/request_builder.h"
+#include "service/grpc_status.h"
 
 namespace baton::router {
 namespace {
@@ -21,11 +22,6 @@ namespace ipb = ::baton::internal::v1;
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 // Appends a delta to the message being gathered for the client.
 void Append(const ChoiceDelta& d, pb::GenerateResponse* out) {
@@ -310,7 +306,7 @@ class GenerateCall {
       if (absl::IsUnavailable(finish_status_) || absl::IsResourceExhausted(finish_status_)) {
         ctx_.AddTrailingMetadata("grpc-retry-pushback-ms", "1000");
       }
-      responder_.Finish(ToGrpc(finish_status_), &finish_step_);
+      responder_.Finish(service::ToGrpcStatus(finish_status_), &finish_step_);
     }
   }
 

@@ -9,16 +9,12 @@
 #include "common/strings.h"
 #include "router/generate_call.h"
 #include "service/api_key.h"
+#include "service/grpc_status.h"
 
 namespace baton::router {
 namespace {
 
 namespace pb = ::baton::v1;
-
-grpc::Status ToGrpc(const absl::Status& s) {
-  if (s.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(s.code()), std::string(s.message()));
-}
 
 std::string CodeName(const absl::Status& s) { return absl::StatusCodeToString(s.code()); }
 
@@ -52,14 +48,14 @@ class GrpcApi::Service final : public AsyncGenerateService {
                         pb::TokenizeResponse* out) override {
     absl::Status s = RunTokenize(ctx, *req, out);
     c_.metrics->CountRequest("grpc", "Tokenize", CodeName(s));
-    return ToGrpc(s);
+    return service::ToGrpcStatus(s);
   }
 
   grpc::Status Detokenize(grpc::ServerContext* ctx, const pb::DetokenizeRequest* req,
                           pb::DetokenizeResponse* out) override {
     absl::Status s = RunDetokenize(ctx, *req, out);
     c_.metrics->CountRequest("grpc", "Detokenize", CodeName(s));
-    return ToGrpc(s);
+    return service::ToGrpcStatus(s);
   }
 
   grpc::Status ListModels(grpc::ServerContext* ctx, const pb::ListModelsRequest*,
@@ -67,7 +63,7 @@ class GrpcApi::Service final : public AsyncGenerateService {
     absl::Status s = CheckAuth(ctx);
     if (s.ok()) FillCard(out->add_models());
     c_.metrics->CountRequest("grpc", "ListModels", CodeName(s));
-    return ToGrpc(s);
+    return service::ToGrpcStatus(s);
   }
 
   grpc::Status ModelInfo(grpc::ServerContext* ctx, const pb::ModelInfoRequest* req,
@@ -76,7 +72,7 @@ class GrpcApi::Service final : public AsyncGenerateService {
     if (s.ok()) s = c_.model->CheckModelName(req->model());
     if (s.ok()) FillCard(out);
     c_.metrics->CountRequest("grpc", "ModelInfo", CodeName(s));
-    return ToGrpc(s);
+    return service::ToGrpcStatus(s);
   }
 
  private:

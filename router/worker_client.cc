@@ -4,6 +4,8 @@
 #include <utility>
 
 #include "common/strings.h"
+#include "service/grpc_channel.h"
+#include "service/grpc_status.h"
 
 namespace baton::router {
 namespace {
@@ -17,29 +19,19 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
 }  // namespace
 
 WorkerClient::WorkerClient(std::string target) : target_(std::move(target)) {
-  grpc::ChannelArguments args;
-  // Token streams are long-lived; keepalive notices a worker that vanished without a FIN.
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIME_MS, 10000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, 5000);
-  args.SetInt(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  // Reconnect quickly after a worker restart instead of gRPC's default backoff of up to 2 min.
-  args.SetInt(GRPC_ARG_MAX_RECONNECT_BACKOFF_MS, 1000);
-  args.SetInt(GRPC_ARG_INITIAL_RECONNECT_BACKOFF_MS, 100);
-  args.SetInt(GRPC_ARG_MIN_RECONNECT_BACKOFF_MS, 100);
-  channel_ = grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args);
+  channel_ = service::InternalChannel(target_);
   stub_ = pb::Worker::NewStub(channel_);
   health_ = grpc::health::v1::Health::NewStub(channel_);
 }
 
 absl::Status WorkerClient::ToStatus(const grpc::Status& status) const {
   if (status.ok()) return absl::OkStatus();
-  const auto code = static_cast<absl::StatusCode>(status.error_code());
-  if (code == absl::StatusCode::kUnavailable) {
+  if (status.error_code() == grpc::StatusCode::UNAVAILABLE) {
     return absl::UnavailableError(StrCat("the worker at ", target_, " is unavailable (",
                                          status.error_message(),
                                          "); check that `baton worker` is running there"));
   }
-  return absl::Status(code, status.error_message());
+  return service::FromGrpcStatus(status);
 }
 
 absl::StatusOr<pb::GetModelInfoResponse> WorkerClient::GetModelInfo(absl::Duration timeout) {

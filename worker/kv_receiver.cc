@@ -9,12 +9,15 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "service/grpc_status.h"
 #include "transport/kv_checksum.h"
 #include "worker/rank_kv.h"
 #include "worker/transfer_ticket_proto.h"
 #include "worker/worker_service.h"
 
 namespace baton::worker {
+
+using service::ToGrpcStatus;
 namespace {
 
 namespace pb = ::baton::internal::v1;

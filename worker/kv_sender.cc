@@ -10,6 +10,8 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "kvcache/slice_copy.h"
+#include "service/grpc_channel.h"
+#include "service/grpc_status.h"
 #include "worker/rank_kv.h"
 #include "worker/slice_kv_sink.h"
 #include "worker/transfer_ticket_proto.h"
@@ -43,12 +45,6 @@ class HeldUcxKvSink : public UcxKvSink {
   std::shared_ptr<RemotePool> peer_;
 };
 
-absl::Status FromGrpc(const grpc::Status& s, const std::string& what) {
-  if (s.ok()) return absl::OkStatus();
-  return absl::Status(static_cast<absl::StatusCode>(s.error_code()),
-                      StrCat(what, ": ", s.error_message()));
-}
-
 }  // namespace
 
 KvSender::KvSender(engine::Engine* engine, transport::UcxWorker* ucx,
@@ -71,7 +67,7 @@ pb::KvTransfer::Stub* KvSender::StubFor(const std::string& target) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = stubs_[target];
   if (stub == nullptr) {
-    stub = pb::KvTransfer::NewStub(grpc::CreateChannel(target, grpc::InsecureChannelCredentials()));
+    stub = pb::KvTransfer::NewStub(service::InternalChannel(target));
   }
   return stub.get();
 }
@@ -112,8 +108,8 @@ absl::StatusOr<absl::Time> KvSender::KeepAlive(pb::KvTransfer::Stub* stub,
   req.set_request_id(transfer_id);
   req.set_lease_ms(static_cast<uint32_t>(absl::ToInt64Milliseconds(lease)));
   pb::KeepAliveResponse resp;
-  BATON_RETURN_IF_ERROR(FromGrpc(stub->KeepAlive(&ctx, req, &resp),
-                                 "the decode worker ended the reservation's lease"));
+  BATON_RETURN_IF_ERROR(service::FromGrpcStatus(stub->KeepAlive(&ctx, req, &resp),
+                                                "the decode worker ended the reservation's lease"));
   return absl::FromUnixMillis(resp.lease_deadline_unix_ms());
 }
 
@@ -158,9 +154,9 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   {
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
-    absl::Status s =
-        FromGrpc(stub->Reserve(&ctx, reserve, &wire),
-                 StrCat("the decode worker ", req.decode_worker(), " refused Reserve"));
+    absl::Status s = service::FromGrpcStatus(
+        stub->Reserve(&ctx, reserve, &wire),
+        StrCat("the decode worker ", req.decode_worker(), " refused Reserve"));
     if (!s.ok()) return fail(s, "reserve");
   }
   out.set_reserve_seconds(Since(t));
@@ -302,9 +298,9 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
     grpc::ClientContext ctx;
     ctx.set_deadline(absl::ToChronoTime(absl::Now() + options_.rpc_timeout));
     pb::CompleteResponse resp;
-    absl::Status s =
-        FromGrpc(stub->Complete(&ctx, complete, &resp),
-                 StrCat("the decode worker ", req.decode_worker(), " refused Complete"));
+    absl::Status s = service::FromGrpcStatus(
+        stub->Complete(&ctx, complete, &resp),
+        StrCat("the decode worker ", req.decode_worker(), " refused Complete"));
     if (!s.ok()) {
       Release(stub, request.id);
       return fail(s, "complete");

@@ -11,8 +11,11 @@
 #include "common/strings.h"
 #include "kvcache/block_hash.h"
 #include "kvcache/kv_event_proto.h"
+#include "service/grpc_status.h"
 
 namespace baton::worker {
+
+using service::ToGrpcStatus;
 namespace {
 
 namespace pb = ::baton::internal::v1;
@@ -58,11 +61,6 @@ void ToProto(const engine::TokenEvent& e, pb::GenerateResponse* out) {
 }
 
 }  // namespace
-
-grpc::Status ToGrpcStatus(const absl::Status& status) {
-  if (status.ok()) return grpc::Status::OK;
-  return grpc::Status(static_cast<grpc::StatusCode>(status.code()), std::string(status.message()));
-}
 
 absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
   if (in.request_id().size() > kMaxRequestIdBytes) {

@@ -27,9 +27,6 @@
 
 namespace baton::worker {
 
-// absl::Status -> grpc::Status, same code and message.
-grpc::Status ToGrpcStatus(const absl::Status& status);
-
 // Checks and converts what a peer sent; InvalidArgument naming the field.
 absl::StatusOr<engine::EngineRequest> FromProto(const baton::internal::v1::GenerateRequest& in);
 
