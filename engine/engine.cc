@@ -83,12 +83,37 @@ bool RequestStream::NextFor(TokenEvent* out, int64_t timeout_ms, bool* timed_out
   return true;
 }
 
+size_t RequestStream::TakeAll(std::vector<TokenEvent>* out) {
+  std::lock_guard<std::mutex> lock(mu_);
+  size_t taken = 0;
+  while (!events_.empty() && !done_) {
+    out->push_back(std::move(events_.front()));
+    events_.pop_front();
+    if (out->back().finished) done_ = true;
+    ++taken;
+  }
+  return taken;
+}
+
+void RequestStream::SetListener(std::function<void()> on_event) {
+  std::lock_guard<std::mutex> listener_lock(listener_mu_);
+  listener_ = std::move(on_event);
+  bool queued = false;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    queued = !events_.empty();
+  }
+  if (listener_ && queued) listener_();
+}
+
 void RequestStream::Push(TokenEvent event) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     events_.push_back(std::move(event));
   }
   cv_.notify_all();
+  std::lock_guard<std::mutex> listener_lock(listener_mu_);
+  if (listener_) listener_();
 }
 
 int64_t KvPagesForBytes(const PageLayout& layout, int64_t bytes) {

@@ -148,6 +148,15 @@ class RequestStream {
   bool Next(TokenEvent* out);
   // As Next, but gives up after `timeout_ms` (returns false and sets *timed_out).
   bool NextFor(TokenEvent* out, int64_t timeout_ms, bool* timed_out);
+  // Without waiting: moves every queued event to the end of *out (through the final one)
+  // and returns how many it moved.
+  size_t TakeAll(std::vector<TokenEvent>* out);
+
+  // For consumers that must not block a thread per stream (the worker's async Generate):
+  // `on_event` runs on the pushing thread after every Push, and once now if events are
+  // already queued. It should only schedule work (take events with TakeAll elsewhere or
+  // right there). Null stops the calls; once SetListener returns, no call is running.
+  void SetListener(std::function<void()> on_event);
 
   void Push(TokenEvent event);  // the engine's side
 
@@ -157,6 +166,9 @@ class RequestStream {
   std::condition_variable cv_;
   std::deque<TokenEvent> events_;
   bool done_ = false;  // the final event was taken
+  // Held while the listener runs, so that clearing it waits for a call in progress.
+  std::mutex listener_mu_;
+  std::function<void()> listener_;
 };
 
 struct EngineStats {

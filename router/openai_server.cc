@@ -288,8 +288,8 @@ class Handler {
           Generation::Start(c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request));
       if (!started.ok()) return SendError(out, started.status());
       Generation& gen = **started;
-      const uint64_t watch =
-          c_.watcher->Watch([&out] { return out.PeerClosed(); }, [&gen] { gen.Cancel(); });
+      const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
+                                               [&gen] { gen.Cancel(); }, out.PeerFd());
       ChoiceDelta d;
       while (gen.Next(&d)) {
         Observe(run, d);
@@ -434,8 +434,8 @@ class Handler {
           c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
       if (!started.ok()) return SendError(out, started.status());
       Generation* gen = started->get();
-      const uint64_t watch =
-          c_.watcher->Watch([&out] { return out.PeerClosed(); }, [gen] { gen->Cancel(); });
+      const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
+                                               [gen] { gen->Cancel(); }, out.PeerFd());
       bool nothing_sent = false;
       const int code =
           StreamResponse(s, *gen, run, out, again.has_value() ? &nothing_sent : nullptr);

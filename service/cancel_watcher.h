@@ -1,10 +1,12 @@
-// Turns "is the client still there?" polls into a one-shot callback, for work that cannot
-// block on the client itself: an HTTP handler waiting for tokens (HttpResponder::PeerClosed)
-// or a gRPC call (ServerContext::IsCancelled) that must cancel its engine request.
+// Turns "is the client still there?" into a one-shot callback, for work that cannot block
+// on the client itself: an HTTP handler waiting for tokens (HttpResponder::PeerClosed)
+// that must cancel its generation. Given the client's socket, the watcher's thread sleeps
+// in epoll until the socket reports a hang-up, so a disconnect is seen when it happens and
+// an idle watcher costs nothing; entries without a socket are polled.
 //
 //   CancelWatcher watcher;  // one per server
 //   uint64_t id = watcher.Watch([&out] { return out.PeerClosed(); },
-//                               [&engine, rid] { engine.Cancel(rid); });
+//                               [&engine, rid] { engine.Cancel(rid); }, out.PeerFd());
 //   ... stream tokens ...
 //   watcher.Unwatch(id);  // before `out` and `engine` go away
 #pragma once
@@ -28,10 +30,11 @@ class CancelWatcher {
   CancelWatcher(const CancelWatcher&) = delete;
   CancelWatcher& operator=(const CancelWatcher&) = delete;
 
-  // Every poll_interval the watcher's thread calls `gone`; the first time it returns true it
-  // calls `on_gone` once and forgets the entry. Both run on the watcher's thread, so they
-  // should be quick; they may call Watch and Unwatch.
-  uint64_t Watch(std::function<bool()> gone, std::function<void()> on_gone);
+  // The watcher's thread calls `gone`: when `fd` (>= 0, a socket that stays open until
+  // Unwatch) reports a hang-up or an error, or, without fd, every poll_interval. The first
+  // time it returns true it calls `on_gone` once and forgets the entry. Both run on the
+  // watcher's thread, so they should be quick; they may call Watch and Unwatch.
+  uint64_t Watch(std::function<bool()> gone, std::function<void()> on_gone, int fd = -1);
 
   // Forgets `id`. When it returns, neither function of the entry is running or will run
   // (except when called from one of them, on the watcher's thread). Unknown ids are ignored.
@@ -43,9 +46,13 @@ class CancelWatcher {
   struct Entry {
     std::function<bool()> gone;
     std::function<void()> on_gone;
+    int fd = -1;  // registered with epoll_; -1: polled
   };
 
   void Run();
+  // Calls entry `id`'s gone() and, when true, its on_gone(): on the thread, lock held.
+  void Check(uint64_t id, std::unique_lock<std::mutex>& lock);
+  void Wake();  // makes epoll_wait return, to see a change
 
   const absl::Duration poll_interval_;
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for TSan, which would
@@ -56,7 +63,10 @@ class CancelWatcher {
   absl::flat_hash_map<uint64_t, std::shared_ptr<Entry>> entries_;
   uint64_t next_id_ = 1;
   uint64_t running_ = 0;  // id whose functions are executing, 0: none
+  int polled_ = 0;        // entries without a descriptor
   bool stop_ = false;
+  int epoll_ = -1;
+  int wake_ = -1;  // an eventfd in epoll_
   std::thread thread_;
 };
 

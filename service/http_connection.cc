@@ -218,6 +218,8 @@ class ConnectionResponder final : public HttpResponder {
     return revents < 0 || (revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
   }
 
+  int PeerFd() const override { return stream_.fd(); }
+
   bool responded() const { return state_ != State::kNone; }
   // Whether the connection may carry another request after this response.
   bool reusable() const {

@@ -57,6 +57,9 @@ class HttpResponder {
   // True once the peer has closed its side of the connection, a write failed, or the server
   // is closing the connection. Cheap and non-blocking; bytes the client pipelined do not count.
   virtual bool PeerClosed() = 0;
+  // The connection's socket, for waiting on a hang-up (CancelWatcher) instead of polling
+  // PeerClosed(); -1 when there is none. Open until the handler returns.
+  virtual int PeerFd() const { return -1; }
 };
 
 // Called on the connection's thread, once per request. It may block for as long as the

@@ -1,12 +1,12 @@
 #include "worker/worker_service.h"
 
 #include <algorithm>
-#include <chrono>
-#include <condition_variable>
 #include <cstdio>
 #include <deque>
 #include <mutex>
+#include <optional>
 #include <utility>
+#include <vector>
 
 #include "common/strings.h"
 #include "kvcache/block_hash.h"
@@ -20,16 +20,17 @@ namespace {
 
 namespace pb = ::baton::internal::v1;
 
-// How often a waiting Generate call checks whether its client is still there.
-constexpr int64_t kPollMs = 20;
 // Bounds on what one request may carry before the engine's own checks.
 constexpr int kMaxPromptIds = 1 << 20;
 constexpr size_t kMaxRequestIdBytes = 256;
 constexpr size_t kMaxCacheSaltBytes = 1024;
 
-void ToProto(const engine::TokenEvent& e, pb::GenerateResponse* out) {
+// Appends one event to a message: several events of one stream travel in one message when
+// the client reads slower than the engine steps. Token ids, text and logprobs concatenate;
+// the usage and timings of the first and the final event carry over.
+void AppendToProto(const engine::TokenEvent& e, pb::GenerateResponse* out) {
   out->mutable_token_ids()->Add(e.token_ids.begin(), e.token_ids.end());
-  out->set_text(e.text);
+  out->mutable_text()->append(e.text);
   for (const engine::SampledToken& t : e.logprobs) {
     pb::TokenLogprob* lp = out->add_logprobs();
     lp->set_token_id(t.id);
@@ -107,25 +108,139 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
   return r;  // the engine's Submit checks every value against the model and the limits
 }
 
-class WorkerService::WorkerImpl final : public pb::Worker::Service {
+// One Generate call, without a thread of its own: the engine thread's Push wakes it
+// (RequestStream::SetListener), it writes whatever events are queued as one message, and
+// each write's completion sends what queued meanwhile. So a stream costs no thread and no
+// polling, and a client that reads slowly gets several steps per message instead of a
+// growing backlog of messages.
+class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
+ public:
+  GenerateReactor(engine::Engine* engine, std::shared_ptr<engine::RequestStream> stream)
+      : engine_(engine), stream_(std::move(stream)) {}
+
+  // After the constructor: the listener may call back at once.
+  void Start() {
+    stream_->SetListener([this] { Pump(/*write_done=*/false); });
+  }
+
+  void OnWriteDone(bool ok) override {
+    if (!ok) {
+      // The client is gone: stop the work (NotFound if it just finished).
+      (void)engine_->Cancel(stream_->id());
+      std::lock_guard<std::mutex> lock(mu_);
+      writing_ = false;
+      client_gone_ = true;
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+      return;
+    }
+    Pump(/*write_done=*/true);
+  }
+
+  void OnCancel() override {
+    (void)engine_->Cancel(stream_->id());  // never under mu_: the engine's Push takes it
+    std::lock_guard<std::mutex> lock(mu_);
+    client_gone_ = true;
+    if (!writing_)
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+  }
+
+  void OnDone() override {
+    stream_->SetListener(nullptr);  // waits for a listener call in progress
+    bool ended = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      ended = ended_;
+    }
+    if (!ended) (void)engine_->Cancel(stream_->id());
+    delete this;
+  }
+
+ private:
+  // Sends what is queued unless a write is in flight (its completion calls again).
+  void Pump(bool write_done) {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (write_done) writing_ = false;
+    if (writing_ || finishing_) return;
+    if (client_gone_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+      return;
+    }
+    if (pending_error_) {  // the events before a failure went out first
+      FinishLocked(*pending_error_);
+      return;
+    }
+    batch_.clear();
+    if (stream_->TakeAll(&batch_) == 0) return;
+    out_.Clear();
+    for (const engine::TokenEvent& e : batch_) {
+      if (e.finished) ended_ = true;
+      if (e.finished && !e.status.ok()) {
+        pending_error_ = ToGrpcStatus(e.status);
+        break;
+      }
+      AppendToProto(e, &out_);
+      if (e.finished) final_written_ = true;
+    }
+    if (out_.token_ids_size() == 0 && !out_.finished()) {
+      if (pending_error_) FinishLocked(*pending_error_);
+      return;
+    }
+    writing_ = true;
+    if (final_written_) {
+      finishing_ = true;
+      StartWriteAndFinish(&out_, grpc::WriteOptions(), grpc::Status::OK);
+    } else {
+      StartWrite(&out_);
+    }
+  }
+
+  void FinishLocked(grpc::Status status) {
+    if (finishing_) return;
+    finishing_ = true;
+    Finish(std::move(status));
+  }
+
+  engine::Engine* const engine_;
+  const std::shared_ptr<engine::RequestStream> stream_;
+  std::mutex mu_;
+  bool writing_ = false;      // a message is in flight; OnWriteDone follows
+  bool finishing_ = false;    // Finish was called (at most once)
+  bool client_gone_ = false;  // cancelled, or a write failed
+  bool ended_ = false;        // the engine's final event was taken
+  bool final_written_ = false;
+  std::optional<grpc::Status> pending_error_;
+  std::vector<engine::TokenEvent> batch_;
+  pb::GenerateResponse out_;  // must stay put until its write completes
+};
+
+// A call that fails before it reaches the engine.
+class FailedWrite final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
+ public:
+  explicit FailedWrite(grpc::Status status) { Finish(std::move(status)); }
+  void OnDone() override { delete this; }
+};
+
+class WorkerService::WorkerImpl final
+    : public pb::Worker::WithCallbackMethod_Generate<pb::Worker::Service> {
  public:
   WorkerImpl(engine::Engine* engine, KvReceiver* receiver, KvSender* sender, std::string role)
       : engine_(engine), receiver_(receiver), sender_(sender), role_(std::move(role)) {}
 
-  grpc::Status Generate(grpc::ServerContext* ctx, const pb::GenerateRequest* req,
-                        grpc::ServerWriter<pb::GenerateResponse>* writer) override {
+  grpc::ServerWriteReactor<pb::GenerateResponse>* Generate(
+      grpc::CallbackServerContext* /*ctx*/, const pb::GenerateRequest* req) override {
     absl::StatusOr<engine::EngineRequest> request = FromProto(*req);
-    if (!request.ok()) return ToGrpcStatus(request.status());
+    if (!request.ok()) return new FailedWrite(ToGrpcStatus(request.status()));
     const std::string transfer_id = request->kv_transfer_id;
     if (!transfer_id.empty()) {
       if (receiver_ == nullptr) {
-        return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
-                            StrCat("this worker (role ", role_,
-                                   ") does not receive KV transfers; send kv_transfer_id to a "
-                                   "decode worker"));
+        return new FailedWrite(
+            grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
+                         StrCat("this worker (role ", role_,
+                                ") does not receive KV transfers; send kv_transfer_id to a "
+                                "decode worker")));
       }
       if (absl::Status claimed = receiver_->Claim(transfer_id); !claimed.ok()) {
-        return ToGrpcStatus(claimed);
+        return new FailedWrite(ToGrpcStatus(claimed));
       }
     }
     absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
@@ -133,32 +248,11 @@ class WorkerService::WorkerImpl final : public pb::Worker::Service {
     if (!stream.ok()) {
       // The claim ended the transfer's lease: free its pages here.
       if (!transfer_id.empty()) (void)engine_->ReleaseKv(transfer_id);
-      return ToGrpcStatus(stream.status());
+      return new FailedWrite(ToGrpcStatus(stream.status()));
     }
-    bool cancelled = false;
-    engine::TokenEvent e;
-    for (;;) {
-      bool timed_out = false;
-      if (!(*stream)->NextFor(&e, kPollMs, &timed_out)) {
-        if (!timed_out) break;  // the stream ended
-        if (!cancelled && ctx->IsCancelled()) {
-          cancelled = true;
-          (void)engine_->Cancel((*stream)->id());  // NotFound if it just finished
-        }
-        continue;
-      }
-      if (e.finished && !e.status.ok()) return ToGrpcStatus(e.status);
-      pb::GenerateResponse out;
-      ToProto(e, &out);
-      if (!cancelled && !writer->Write(out)) {
-        // The client is gone: stop the work, then let the stream run out.
-        cancelled = true;
-        (void)engine_->Cancel((*stream)->id());
-      }
-      if (e.finished) break;
-    }
-    if (cancelled) return grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled");
-    return grpc::Status::OK;
+    auto* reactor = new GenerateReactor(engine_, *std::move(stream));
+    reactor->Start();
+    return reactor;
   }
 
   grpc::Status Prefill(grpc::ServerContext* ctx, const pb::PrefillRequest* req,
@@ -228,48 +322,96 @@ class WorkerService::WorkerImpl final : public pb::Worker::Service {
   std::string role_;
 };
 
-class WorkerService::KvEventsImpl final : public pb::KvEvents::Service {
+// One KV event subscription, without a thread: the publisher's callback queues a batch
+// and starts a write unless one is in flight, whose completion sends the next.
+class SubscribeReactor final : public grpc::ServerWriteReactor<pb::KvEventBatch> {
+ public:
+  SubscribeReactor(kvcache::KvEventPublisher* events, uint64_t after)
+      : events_(events), after_(after) {}
+
+  // After the constructor: the publisher may call back at once.
+  void Start() {
+    const uint64_t id = events_->Subscribe([this](const kvcache::KvEventBatch& batch) {
+      if (batch.sequence <= after_) return;
+      std::lock_guard<std::mutex> lock(mu_);
+      queue_.push_back(batch);
+      PumpLocked();
+    });
+    std::lock_guard<std::mutex> lock(mu_);
+    id_ = id;
+  }
+
+  void OnWriteDone(bool ok) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    writing_ = false;
+    if (!ok) {
+      FinishLocked();
+      return;
+    }
+    PumpLocked();
+  }
+
+  void OnCancel() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!writing_) FinishLocked();
+    cancelled_ = true;
+  }
+
+  void OnDone() override {
+    uint64_t id = 0;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      id = id_;
+    }
+    events_->Unsubscribe(id);  // waits for a delivery in progress
+    delete this;
+  }
+
+ private:
+  void PumpLocked() {
+    if (writing_ || finishing_) return;
+    if (cancelled_) {
+      FinishLocked();
+      return;
+    }
+    if (queue_.empty()) return;
+    out_.Clear();
+    kvcache::ToProto(queue_.front(), &out_);
+    queue_.pop_front();
+    writing_ = true;
+    StartWrite(&out_);
+  }
+
+  void FinishLocked() {
+    if (finishing_) return;
+    finishing_ = true;
+    Finish(grpc::Status::OK);
+  }
+
+  kvcache::KvEventPublisher* const events_;
+  const uint64_t after_;
+  std::mutex mu_;
+  uint64_t id_ = 0;
+  bool writing_ = false;
+  bool finishing_ = false;
+  bool cancelled_ = false;
+  std::deque<kvcache::KvEventBatch> queue_;
+  pb::KvEventBatch out_;  // must stay put until its write completes
+};
+
+class WorkerService::KvEventsImpl final
+    : public pb::KvEvents::WithCallbackMethod_Subscribe<pb::KvEvents::Service> {
  public:
   explicit KvEventsImpl(engine::Engine* engine) : engine_(engine) {}
 
   // Streams every batch published after the call starts (and after after_sequence). A
   // subscriber that needs the state first takes a snapshot after subscribing and skips
   // batches up to the snapshot's sequence.
-  grpc::Status Subscribe(grpc::ServerContext* ctx, const pb::SubscribeKvEventsRequest* req,
-                         grpc::ServerWriter<pb::KvEventBatch>* writer) override {
-    struct Queue {
-      std::mutex mu;
-      std::condition_variable cv;
-      std::deque<kvcache::KvEventBatch> batches;
-    };
-    auto queue = std::make_shared<Queue>();
-    const uint64_t after = req->after_sequence();
-    const uint64_t id = engine_->kv_events().Subscribe([queue, after](const auto& batch) {
-      if (batch.sequence <= after) return;
-      {
-        std::lock_guard<std::mutex> lock(queue->mu);
-        queue->batches.push_back(batch);
-      }
-      queue->cv.notify_one();
-    });
-    grpc::Status result = grpc::Status::OK;
-    while (!ctx->IsCancelled()) {
-      kvcache::KvEventBatch batch;
-      {
-        std::unique_lock<std::mutex> lock(queue->mu);
-        if (!queue->cv.wait_for(lock, std::chrono::milliseconds(kPollMs),
-                                [&] { return !queue->batches.empty(); })) {
-          continue;
-        }
-        batch = std::move(queue->batches.front());
-        queue->batches.pop_front();
-      }
-      pb::KvEventBatch out;
-      kvcache::ToProto(batch, &out);
-      if (!writer->Write(out)) break;
-    }
-    engine_->kv_events().Unsubscribe(id);
-    return result;
+  grpc::ServerWriteReactor<pb::KvEventBatch>* Subscribe(
+      grpc::CallbackServerContext* /*ctx*/, const pb::SubscribeKvEventsRequest* req) override {
+    auto* reactor = new SubscribeReactor(&engine_->kv_events(), req->after_sequence());
+    reactor->Start();
+    return reactor;
   }
 
   grpc::Status GetSnapshot(grpc::ServerContext*, const pb::GetKvSnapshotRequest*,

@@ -1,5 +1,9 @@
 #include "service/cancel_watcher.h"
 
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -32,6 +36,50 @@ TEST(CancelWatcherTest, CallsOnGoneOnceWhenThePredicateTurnsTrue) {
   std::this_thread::sleep_for(20ms);
   EXPECT_EQ(calls.load(), 1);
   EXPECT_EQ(watcher.size(), 0u);  // forgotten after firing
+}
+
+// With a socket, the predicate runs only when the socket hangs up: no polling, whatever the
+// interval (an hour here), and the hang-up is seen at once.
+TEST(CancelWatcherTest, ASocketsHangUpWakesTheWatcherWithoutPolling) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  CancelWatcher watcher(absl::Hours(1));
+  std::atomic<int> checks{0};
+  absl::Notification fired;
+  watcher.Watch(
+      [&] {
+        ++checks;
+        pollfd p{fds[0], POLLRDHUP, 0};
+        return poll(&p, 1, 0) == 1 && (p.revents & (POLLRDHUP | POLLHUP)) != 0;
+      },
+      [&] { fired.Notify(); }, fds[0]);
+  // Bytes from the client are not a hang-up.
+  ASSERT_EQ(write(fds[1], "x", 1), 1);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(checks.load(), 0);
+  const auto closed = std::chrono::steady_clock::now();
+  close(fds[1]);
+  ASSERT_TRUE(fired.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  EXPECT_LT(std::chrono::steady_clock::now() - closed, 1s);
+  EXPECT_EQ(checks.load(), 1);
+  EXPECT_EQ(watcher.size(), 0u);
+  close(fds[0]);
+}
+
+// A socket entry that was unwatched before its hang-up never fires, and the descriptor
+// may be closed and reused after Unwatch.
+TEST(CancelWatcherTest, AnUnwatchedSocketNeverFires) {
+  int fds[2];
+  ASSERT_EQ(socketpair(AF_UNIX, SOCK_STREAM, 0, fds), 0);
+  CancelWatcher watcher(absl::Hours(1));
+  std::atomic<int> calls{0};
+  const uint64_t id = watcher.Watch([] { return true; }, [&] { ++calls; }, fds[0]);
+  watcher.Unwatch(id);
+  close(fds[1]);
+  close(fds[0]);
+  std::this_thread::sleep_for(50ms);
+  EXPECT_EQ(calls.load(), 0);
+  EXPECT_EQ(watcher.size(), 0u);
 }
 
 TEST(CancelWatcherTest, UnwatchedEntriesNeverFire) {

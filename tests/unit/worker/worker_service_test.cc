@@ -4,6 +4,7 @@
 #include "worker/worker_service.h"
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 #include <set>
 #include <string>
@@ -45,8 +46,8 @@ class WorkerServiceTest : public ::testing::Test {
     server_ = builder.BuildAndStart();
     ASSERT_NE(server_, nullptr);
     ASSERT_GT(port, 0);
-    channel_ = grpc::CreateChannel("127.0.0.1:" + std::to_string(port),
-                                   grpc::InsecureChannelCredentials());
+    target_ = "127.0.0.1:" + std::to_string(port);
+    channel_ = grpc::CreateChannel(target_, grpc::InsecureChannelCredentials());
     worker_ = pb::Worker::NewStub(channel_);
     events_ = pb::KvEvents::NewStub(channel_);
   }
@@ -81,6 +82,7 @@ class WorkerServiceTest : public ::testing::Test {
   std::unique_ptr<engine::Engine> engine_;
   std::unique_ptr<WorkerService> service_;
   std::unique_ptr<grpc::Server> server_;
+  std::string target_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Worker::Stub> worker_;
   std::unique_ptr<pb::KvEvents::Stub> events_;
@@ -137,7 +139,7 @@ TEST_F(WorkerServiceTest, ClientCancellationCancelsInTheEngine) {
   }
   EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   pb::GetStatsResponse s;
-  for (int i = 0; i < 200; ++i) {  // the server notices within its poll interval
+  for (int i = 0; i < 200; ++i) {  // the engine drops it at its next step
     s = Stats();
     if (s.requests_cancelled() == 1 && s.running() == 0) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
@@ -203,6 +205,106 @@ TEST_F(WorkerServiceTest, KvEventsStreamAndMatchTheSnapshot) {
     EXPECT_TRUE(std::binary_search(s->block_hashes.begin(), s->block_hashes.end(), h));
   }
   EXPECT_EQ(static_cast<int64_t>(s->block_hashes.size()), Stats().pages_cached());
+}
+
+int ThreadCount() {
+  int n = 0;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/task")) {
+    (void)entry;
+    ++n;
+  }
+  return n;
+}
+
+// Generate streams have no thread of their own: 64 open streams, each past its first
+// token, leave the process's thread count where one stream left it. (The synchronous
+// server this replaced ran one thread per open stream.) The client is one completion
+// queue drained by this thread.
+TEST_F(WorkerServiceTest, SixtyFourStreamsAddNoThreads) {
+  constexpr int kStreams = 64;
+  grpc::CompletionQueue cq;
+  struct Call {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientAsyncReader<pb::GenerateResponse>> reader;
+    pb::GenerateResponse msg;
+    grpc::Status status;
+  };
+  std::vector<std::unique_ptr<Call>> calls;
+  auto wait_for = [&](void* tag) {
+    void* got = nullptr;
+    bool ok = false;
+    while (cq.Next(&got, &ok)) {
+      if (got == tag) return ok;
+    }
+    return false;
+  };
+  auto open = [&](int i) {
+    auto call = std::make_unique<Call>();
+    pb::GenerateRequest r = Request(i % 4);
+    r.set_request_id("many-" + std::to_string(i));
+    r.mutable_params()->set_max_tokens(400);
+    r.mutable_params()->set_ignore_eos(true);
+    call->reader = worker_->PrepareAsyncGenerate(&call->ctx, r, &cq);
+    call->reader->StartCall(call.get());
+    EXPECT_TRUE(wait_for(call.get()));
+    call->reader->Read(&call->msg, call.get());
+    EXPECT_TRUE(wait_for(call.get())) << i;  // the first token arrived
+    calls.push_back(std::move(call));
+  };
+  open(0);
+  const int with_one = ThreadCount();
+  for (int i = 1; i < kStreams; ++i) open(i);
+  const int with_all = ThreadCount();
+  EXPECT_EQ(Stats().running() + Stats().waiting(), kStreams);
+  // gRPC may add a poller or two as load grows; a thread per stream would add 63.
+  EXPECT_LE(with_all - with_one, 4)
+      << with_one << " threads with one stream, " << with_all << " with " << kStreams;
+  for (auto& call : calls) call->ctx.TryCancel();
+  for (auto& call : calls) {
+    call->reader->Finish(&call->status, call.get());
+    while (!wait_for(call.get())) {
+    }
+  }
+  cq.Shutdown();
+}
+
+// A client that reads slower than the engine steps gets several steps' tokens per message
+// (so no backlog of messages grows), and still exactly the tokens of the single-sequence
+// path. The client's receive window is kept small so that the server's writes wait for it.
+TEST_F(WorkerServiceTest, ASlowReaderGetsSeveralTokensPerMessage) {
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  args.SetInt(GRPC_ARG_HTTP2_STREAM_LOOKAHEAD_BYTES, 1024);
+  auto channel = grpc::CreateCustomChannel(target_, grpc::InsecureChannelCredentials(), args);
+  auto stub = pb::Worker::NewStub(channel);
+  pb::GenerateRequest r = Request(2);
+  r.mutable_params()->set_max_tokens(300);
+  r.mutable_params()->set_ignore_eos(true);
+  r.mutable_params()->set_logprobs(20);
+  grpc::ClientContext ctx;
+  auto reader = stub->Generate(&ctx, r);
+  pb::GenerateResponse msg;
+  ASSERT_TRUE(reader->Read(&msg));
+  std::vector<int32_t> ids(msg.token_ids().begin(), msg.token_ids().end());
+  std::this_thread::sleep_for(std::chrono::milliseconds(500));  // the engine runs ahead
+  int messages = 1;
+  while (reader->Read(&msg)) {
+    ++messages;
+    ids.insert(ids.end(), msg.token_ids().begin(), msg.token_ids().end());
+    EXPECT_EQ(msg.logprobs_size(), msg.token_ids_size());
+  }
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_TRUE(msg.finished());
+  EXPECT_EQ(msg.usage().completion_tokens(), 300);
+  ASSERT_EQ(ids.size(), 300u);
+  EXPECT_LT(messages, 300);
+
+  auto req = FromProto(r);
+  ASSERT_TRUE(req.ok());
+  ThreadPool threads(1);
+  auto alone = engine::Generate(*model_, &threads, req->prompt_ids, req->params, {}, nullptr);
+  ASSERT_TRUE(alone.ok()) << alone.status();
+  EXPECT_EQ(ids, alone->output_ids);
 }
 
 }  // namespace
