@@ -1,6 +1,7 @@
 // Throughput of the CPU matmul kernels against the machine's own bounds.
 //
 //   kernel_bench [--threads N] [--quick] [--dtype bf16]...
+//   kernel_bench --attention
 //
 // Prints the streaming-read bandwidth (cpu_probes.h), the dispatch cost of an empty
 // ParallelFor, and for each weight type the GEMM probe (MatMul at m=512, n=k=2048); then,
@@ -9,10 +10,14 @@
 //    per call. Calls go round copies of W laid end to end over --cold-mib (or one W, if
 //    larger), so W always comes from memory; the best of many windows of >= 32 MiB;
 //  - m=512 (prefill): GFLOP/s and as % of the GEMM probe.
+// With --attention, only the time per query of attention over paged K/V (AttendQueries
+// alone and in GQA groups of 2 and 4), per head_dim, position and page type, on one thread
+// with the pages in cache (a decode step of a small model, whose KV cache is a few MiB).
 // Every figure is the best of several runs after a warm-up (on a shared machine the best
 // is the least disturbed). BATON_CPU_ISA caps the ISA.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -25,6 +30,8 @@
 #include "CLI/CLI.hpp"
 #include "bench/cpu_probes.h"
 #include "common/thread_pool.h"
+#include "kernels/cpu/attention.h"
+#include "kernels/cpu/bf16.h"
 #include "kernels/cpu/matmul.h"
 
 namespace {
@@ -72,6 +79,75 @@ double DispatchSeconds(ThreadPool& pool, int calls) {
   return Seconds(start) / calls;
 }
 
+// Nanoseconds per query of AttendQueries calls for `count` queries at `pos`, over
+// 16-position pages of one KV head in a shuffled block table.
+double AttentionNanoseconds(baton::cpu::KvDtype dtype, int64_t head_dim, int64_t pos,
+                            int64_t count) {
+  using baton::cpu::KvDtype;
+  constexpr int64_t kBlockSize = 16;
+  const int64_t blocks = pos / kBlockSize + 1;
+  const int64_t rows = kBlockSize * head_dim;  // K (or V) of the head in one page
+  std::vector<float> values(blocks * 2 * rows);
+  for (size_t i = 0; i < values.size(); ++i) {
+    values[i] = static_cast<float>((i * 2654435761u) % 2001) / 1000.0f - 1.0f;
+  }
+  std::vector<baton::cpu::Bf16> bf16(values.size());
+  for (size_t i = 0; i < values.size(); ++i) bf16[i] = baton::cpu::FloatToBf16(values[i]);
+  std::vector<int32_t> table(blocks);
+  for (int64_t b = 0; b < blocks; ++b) table[b] = static_cast<int32_t>((b * 7) % blocks);
+  const char* base = dtype == KvDtype::kBf16 ? reinterpret_cast<const char*>(bf16.data())
+                                             : reinterpret_cast<const char*>(values.data());
+  const size_t element = dtype == KvDtype::kBf16 ? sizeof(baton::cpu::Bf16) : sizeof(float);
+  const baton::cpu::PagedKvView kv{.k = base,
+                                   .v = base + rows * element,
+                                   .dtype = dtype,
+                                   .block_stride = 2 * rows,
+                                   .block_size = kBlockSize,
+                                   .head_stride = 2 * rows,
+                                   .head_dim = head_dim};
+  std::vector<float> q(count * head_dim), out(count * head_dim), scores(count * (pos + 1));
+  for (size_t i = 0; i < q.size(); ++i) q[i] = static_cast<float>(i % 7) * 0.05f - 0.15f;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  // About 20 ms a run whatever the size: calls * count * (pos + 1) * head_dim stays constant.
+  const int64_t calls = std::max<int64_t>(100, (int64_t{1} << 26) / (count * (pos + 1) * head_dim));
+  auto run = [&] {
+    for (int64_t i = 0; i < calls; ++i) {
+      baton::cpu::AttendQueries(q.data(), count, pos, 0, table.data(), kv, scale, scores.data(),
+                                out.data());
+    }
+  };
+  run();
+  double best = 1e30;
+  for (int r = 0; r < 15; ++r) {
+    const auto start = Clock::now();
+    run();
+    best = std::min(best, Seconds(start));
+  }
+  return best / static_cast<double>(calls * count) * 1e9;
+}
+
+void RunAttention() {
+  using baton::cpu::KvDtype;
+  std::printf("kernel_bench: attention, isa %s, 1 thread, pages in cache\n",
+              baton::cpu::ActiveIsa());
+  std::printf("%-5s %8s %6s | %10s %8s | ns/query in groups of %6s %6s\n", "pages", "head_dim",
+              "pos", "ns/query", "ns/key", "2", "4");
+  for (const KvDtype dtype : {KvDtype::kF32, KvDtype::kBf16}) {
+    for (const int64_t head_dim : {8, 32, 64, 128}) {
+      for (const int64_t pos : {127, 1023}) {
+        const double alone = AttentionNanoseconds(dtype, head_dim, pos, 1);
+        const double pairs = AttentionNanoseconds(dtype, head_dim, pos, 2);
+        const double fours = AttentionNanoseconds(dtype, head_dim, pos, 4);
+        std::printf("%-5s %8lld %6lld | %10.1f %8.2f | %29.1f %6.1f\n",
+                    dtype == KvDtype::kBf16 ? "bf16" : "f32", static_cast<long long>(head_dim),
+                    static_cast<long long>(pos), alone, alone / static_cast<double>(pos + 1), pairs,
+                    fours);
+        std::fflush(stdout);
+      }
+    }
+  }
+}
+
 int Main(int argc, char** argv) {
   CLI::App app{"Throughput of the CPU matmul kernels (see docs/perf/kernels.md)"};
   int threads = static_cast<int>(std::thread::hardware_concurrency());
@@ -92,7 +168,14 @@ int Main(int argc, char** argv) {
   app.add_flag("--skip-lm-head-prefill", skip_lm_head_prefill,
                "Leave out the m=512 lm_head (the slowest case)");
   app.add_flag("--decode-only", decode_only, "Only the m=1 column (and no GEMM probe)");
+  bool attention = false;
+  app.add_flag("--attention", attention,
+               "Only the attention kernel, one query on one thread (no matmul figures)");
   CLI11_PARSE(app, argc, argv);
+  if (attention) {
+    RunAttention();
+    return 0;
+  }
   if (quick) {
     cold_mib = std::min(cold_mib, 256);
     skip_lm_head_prefill = true;

@@ -1,5 +1,5 @@
 # Per-file instruction sets for the CPU kernels (included by kernels/CMakeLists.txt). Only
-# the matmul_<isa>.cc files get -m flags; the dispatcher checks cpuid before calling them.
+# the <kernel>_<isa>.cc files get -m flags; their dispatchers check cpuid before calling them.
 # -ffp-contract=off on the matmul files: a kernel's arithmetic is exactly the fused multiply-adds
 # it spells out, so results cannot change with what the compiler chooses to contract.
 set(_baton_isa_dir ${CMAKE_CURRENT_SOURCE_DIR}/cpu)
@@ -19,6 +19,9 @@ set_source_files_properties(
   ${_baton_isa_dir}/attention_avx512.cc
   PROPERTIES COMPILE_OPTIONS
              "${_baton_avx512};-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized>")
+# The AVX2 attention kernel, on the same terms.
+set_source_files_properties(${_baton_isa_dir}/attention_avx2.cc
+                            PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
 # Elementwise ops (SwiGlu's exp) with AVX-512, on the same terms as attention.
 set_source_files_properties(${_baton_isa_dir}/ops_avx512.cc
                             PROPERTIES COMPILE_OPTIONS "${_baton_avx512};-ffp-contract=off")

@@ -69,10 +69,23 @@ struct Pages {
             .head_stride = 2 * Rows(),
             .head_dim = head_dim};
   }
-  // Row t of head h: its K (half 0) or V (half 1).
-  const float* Row(int half, int64_t t, int64_t h) const {
-    return kv.data() + table[t / block_size] * PerBlock() + (h * 2 + half) * Rows() +
+  // Where row t of head h starts in kv (and bf16): its K (half 0) or V (half 1).
+  int64_t RowStart(int half, int64_t t, int64_t h) const {
+    return table[t / block_size] * PerBlock() + (h * 2 + half) * Rows() +
            (t % block_size) * head_dim;
+  }
+  const float* Row(int half, int64_t t, int64_t h) const {
+    return kv.data() + RowStart(half, t, h);
+  }
+  // Sets row t of head h to `values` (which bf16 pages must be able to hold exactly).
+  void SetRow(int half, int64_t t, int64_t h, const float* values) {
+    const int64_t at = RowStart(half, t, h);
+    for (int64_t i = 0; i < head_dim; ++i) {
+      kv[at + i] = values[i];
+      if (dtype == KvDtype::kBf16) {
+        bf16[at + i].bits = static_cast<uint16_t>(std::bit_cast<uint32_t>(values[i]) >> 16);
+      }
+    }
   }
   std::vector<double> Reference(const float* q, int64_t pos, int64_t h, double scale) const {
     std::vector<double> s(pos + 1), out(head_dim, 0.0);
@@ -97,35 +110,54 @@ const char* Name(KvDtype d) { return d == KvDtype::kBf16 ? "bf16" : "f32"; }
 constexpr internal::Isa kIsas[] = {internal::Isa::kScalar, internal::Isa::kAvx2,
                                    internal::Isa::kAvx512, internal::Isa::kAvx512Bf16};
 
+// Head sizes of every kernel path: multiples of 16 (the AVX-512 kernel) and odd multiples
+// of 8 (the AVX2 kernel on every vector ISA), one or several V strips of the AVX2 kernel
+// (64 columns each: 136 ends in a one-chunk strip), up to 256.
+constexpr int64_t kHeadDims[] = {8, 16, 24, 32, 40, 64, 128, 136, 256};
+
+// Queries of two spreads: the softmax is peaky already at 2; at 40 most keys' scores lie
+// far more than 87 below the max, so exp's whole range down to 0 is used. There the
+// scores, hundreds in size, carry rounding errors of about 1e-5 relative in the weights on
+// every path (the scalar one too), hence the looser bound; an exp that went wrong below
+// its range would miss it by orders of magnitude.
+struct QuerySpread {
+  float stddev;
+  double max_error;  // relative, in the 2-norm over the head
+};
+constexpr QuerySpread kSpreads[] = {{2.0f, 1e-6}, {40.0f, 1e-4}};
+
 TEST(AttentionTest, EveryIsaMatchesAFloat64Reference) {
   std::mt19937 rng(5);
   for (const KvDtype dtype : kDtypes) {
-    for (const int64_t head_dim : {8, 16, 32, 64, 128}) {
-      const int64_t positions = 150;
-      Pages pages(head_dim, positions, &rng, 16, 2, dtype);
-      std::vector<float> q(head_dim), out(head_dim), scores(positions);
-      std::normal_distribution<float> d(0.0f, 2.0f);  // peaky softmax too
-      for (float& x : q) x = d(rng);
-      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
-      for (const auto isa : kIsas) {
-        if (!internal::IsaSupported(isa)) continue;
-        internal::SetIsaForTesting(isa);
-        for (const int64_t pos : {0, 1, 15, 16, 17, 31, 63, 100, 149}) {
-          for (int64_t h = 0; h < pages.kv_heads; ++h) {
-            AttendOneQuery(q.data(), pos, h, pages.table.data(), pages.View(), scale, scores.data(),
-                           out.data());
-            const std::vector<double> ref = pages.Reference(q.data(), pos, h, scale);
-            double err = 0, norm = 0;
-            for (int64_t i = 0; i < head_dim; ++i) {
-              err += (out[i] - ref[i]) * (out[i] - ref[i]);
-              norm += ref[i] * ref[i];
+    for (const int64_t head_dim : kHeadDims) {
+      for (const QuerySpread spread : kSpreads) {
+        const int64_t positions = 150;
+        Pages pages(head_dim, positions, &rng, 16, 2, dtype);
+        std::vector<float> q(head_dim), out(head_dim), scores(positions);
+        std::normal_distribution<float> d(0.0f, spread.stddev);
+        for (float& x : q) x = d(rng);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        for (const auto isa : kIsas) {
+          if (!internal::IsaSupported(isa)) continue;
+          internal::SetIsaForTesting(isa);
+          for (const int64_t pos : {0, 1, 7, 8, 9, 15, 16, 17, 31, 63, 100, 149}) {
+            for (int64_t h = 0; h < pages.kv_heads; ++h) {
+              AttendOneQuery(q.data(), pos, h, pages.table.data(), pages.View(), scale,
+                             scores.data(), out.data());
+              const std::vector<double> ref = pages.Reference(q.data(), pos, h, scale);
+              double err = 0, norm = 0;
+              for (int64_t i = 0; i < head_dim; ++i) {
+                err += (out[i] - ref[i]) * (out[i] - ref[i]);
+                norm += ref[i] * ref[i];
+              }
+              EXPECT_LT(std::sqrt(err / norm), spread.max_error)
+                  << Name(dtype) << " " << internal::IsaName(isa) << " head_dim " << head_dim
+                  << " q spread " << spread.stddev << " pos " << pos;
             }
-            EXPECT_LT(std::sqrt(err / norm), 1e-6) << Name(dtype) << " " << internal::IsaName(isa)
-                                                   << " head_dim " << head_dim << " pos " << pos;
           }
         }
+        internal::ResetIsaForTesting();
       }
-      internal::ResetIsaForTesting();
     }
   }
 }
@@ -178,10 +210,99 @@ TEST(AttentionTest, AQueryIsBitIdenticalWhateverRanBefore) {
   }
 }
 
+// A query at pos reads no key or value after pos: its result is the same bits whatever
+// the rows after it hold (here NaN), so a token computed while the sequence is still
+// short equals the same token computed once more keys are written (a prefill chunk
+// against decode). Positions on both sides of the 8- and 16-key tiles' ends.
+TEST(AttentionTest, RowsAfterPosDoNotChangeTheResult) {
+  std::mt19937 rng(17);
+  std::normal_distribution<float> d(0.0f, 1.5f);
+  for (const KvDtype dtype : kDtypes) {
+    for (const int64_t head_dim : kHeadDims) {
+      for (const int64_t block_size : {16, 5}) {
+        const int64_t positions = 40;
+        Pages pages(head_dim, positions, &rng, block_size, /*kv_heads_in=*/2, dtype);
+        const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        const int64_t count = 3;
+        std::vector<float> q(count * head_dim), before(count * head_dim), after(count * head_dim);
+        std::vector<float> scores(count * positions);
+        for (float& x : q) x = d(rng);
+        const std::vector<float> nans(head_dim, NAN);
+        for (const auto isa : kIsas) {
+          if (!internal::IsaSupported(isa)) continue;
+          internal::SetIsaForTesting(isa);
+          for (const int64_t pos : {0, 6, 7, 8, 9, 15, 16, 17, 23, 30}) {
+            Pages poisoned = pages;
+            for (int64_t t = pos + 1; t < positions; ++t) {
+              for (int64_t h = 0; h < poisoned.kv_heads; ++h) {
+                poisoned.SetRow(0, t, h, nans.data());
+                poisoned.SetRow(1, t, h, nans.data());
+              }
+            }
+            for (int64_t h = 0; h < pages.kv_heads; ++h) {
+              AttendQueries(q.data(), count, pos, h, pages.table.data(), pages.View(), scale,
+                            scores.data(), before.data());
+              AttendQueries(q.data(), count, pos, h, poisoned.table.data(), poisoned.View(), scale,
+                            scores.data(), after.data());
+              ASSERT_EQ(before, after)
+                  << Name(dtype) << " " << internal::IsaName(isa) << " head_dim " << head_dim
+                  << " block_size " << block_size << " pos " << pos;
+            }
+          }
+        }
+        internal::ResetIsaForTesting();
+      }
+    }
+  }
+}
+
+// The result depends on the values of the keys, not on how pages hold them: the same
+// rows in pages of another size (which the kernels walk differently: 8-key tiles inside a
+// page or across pages) give the same bits.
+TEST(AttentionTest, TheBlockSizeDoesNotChangeTheResult) {
+  std::mt19937 rng(23);
+  std::normal_distribution<float> d(0.0f, 1.5f);
+  for (const KvDtype dtype : kDtypes) {
+    for (const int64_t head_dim : kHeadDims) {
+      const int64_t positions = 50;
+      const Pages pages(head_dim, positions, &rng, /*block_size_in=*/16, /*kv_heads_in=*/2, dtype);
+      std::vector<Pages> others;
+      for (const int64_t block_size : {8, 5, 1, 32}) {
+        others.emplace_back(head_dim, positions, &rng, block_size, /*kv_heads_in=*/2, dtype);
+        for (int64_t t = 0; t < positions; ++t) {
+          for (int half = 0; half < 2; ++half) {
+            for (int64_t h = 0; h < 2; ++h) others.back().SetRow(half, t, h, pages.Row(half, t, h));
+          }
+        }
+      }
+      const float scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+      std::vector<float> q(head_dim), want(head_dim), got(head_dim), scores(positions);
+      for (float& x : q) x = d(rng);
+      for (const auto isa : kIsas) {
+        if (!internal::IsaSupported(isa)) continue;
+        internal::SetIsaForTesting(isa);
+        for (const int64_t pos : {0, 7, 8, 15, 16, 23, 31, 49}) {
+          AttendOneQuery(q.data(), pos, 1, pages.table.data(), pages.View(), scale, scores.data(),
+                         want.data());
+          for (const Pages& other : others) {
+            AttendOneQuery(q.data(), pos, 1, other.table.data(), other.View(), scale, scores.data(),
+                           got.data());
+            ASSERT_EQ(got, want) << Name(dtype) << " " << internal::IsaName(isa) << " head_dim "
+                                 << head_dim << " block_size " << other.block_size << " pos "
+                                 << pos;
+          }
+        }
+      }
+      internal::ResetIsaForTesting();
+    }
+  }
+}
+
 // A group of queries that share a KV head gives each query exactly AttendOneQuery's bits,
-// for every head_dim the AVX-512 path specializes (64, 128) or not, any group size and
-// block sizes that do and do not line up with the 16-key tiles, on f32 and bf16 pages and
-// every ISA this CPU has (the AVX-512 path, or the baseline one).
+// for head sizes that each kernel passes several queries at once (8 and 16 in fours on
+// AVX2, 24 and 32 in pairs; 64 and 128 on AVX-512) or not, any group size and block sizes
+// that do and do not line up with the 8- and 16-key tiles, on f32 and bf16 pages and every
+// vector ISA this CPU has.
 TEST(AttentionTest, AGroupOfQueriesEqualsEachQueryAloneBitForBit) {
   std::mt19937 rng(11);
   std::normal_distribution<float> d(0.0f, 1.5f);
@@ -189,7 +310,7 @@ TEST(AttentionTest, AGroupOfQueriesEqualsEachQueryAloneBitForBit) {
     if (!internal::IsaSupported(isa)) continue;
     internal::SetIsaForTesting(isa);
     for (const KvDtype dtype : kDtypes) {
-      for (const int64_t head_dim : {8, 16, 32, 64, 128, 256}) {
+      for (const int64_t head_dim : {8, 16, 24, 32, 40, 64, 128, 136, 256}) {
         for (const int64_t block_size : {16, 5, 1, 32}) {
           const int64_t positions = 70;
           Pages pages(head_dim, positions, &rng, block_size, /*kv_heads_in=*/3, dtype);
