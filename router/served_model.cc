@@ -7,7 +7,7 @@
 #include "absl/time/clock.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/chat_prompt.h"
+#include "template/chat_prompt.h"
 
 namespace baton::router {
 
@@ -55,7 +55,7 @@ absl::StatusOr<std::vector<int32_t>> ServedModel::EncodeChat(const nlohmann::ord
                                                              bool add_generation_prompt,
                                                              bool add_special_tokens) const {
   absl::StatusOr<std::string> text =
-      tokenizer::RenderChatPrompt(files_.config, chat, add_generation_prompt);
+      templating::RenderChatPrompt(files_.config, chat, add_generation_prompt);
   if (!text.ok()) {
     // A template that raises (e.g. "roles must alternate") is the client's error.
     return absl::InvalidArgumentError(

@@ -8,8 +8,8 @@ import pathlib
 import re
 import sys
 
-BELOW_SERVICES = ["common", "proto", "kvcache", "kernels", "parallel", "tokenizer", "model", "engine",
-                  "transport", "service"]
+BELOW_SERVICES = ["common", "proto", "kvcache", "kernels", "parallel", "tokenizer", "template",
+                  "model", "engine", "transport", "service"]
 MAY_USE = {
     "common": [],
     "proto": [],
@@ -17,11 +17,12 @@ MAY_USE = {
     "kernels": ["common"],
     "parallel": ["common"],
     "tokenizer": ["common"],
+    "template": ["common"],
     "model": ["kernels", "parallel", "common"],
     "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "common"],
     "transport": ["engine", "kvcache", "common"],
     "service": ["proto", "common"],
-    "router": ["service", "kvcache", "tokenizer", "proto", "common"],
+    "router": ["service", "kvcache", "template", "tokenizer", "proto", "common"],
     "worker": BELOW_SERVICES,
     "prefill_worker": BELOW_SERVICES + ["router", "worker"],
     "decode_worker": BELOW_SERVICES + ["router", "worker"],

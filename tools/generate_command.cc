@@ -22,7 +22,7 @@
 #include "engine/model_runner.h"
 #include "kernels/cpu/matmul.h"
 #include "nlohmann/json.hpp"
-#include "tokenizer/chat_prompt.h"
+#include "template/chat_prompt.h"
 #include "worker/worker_runtime.h"
 
 namespace baton::tools {
@@ -148,8 +148,8 @@ absl::Status Run(const GenerateFlags& flags) {
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!flags.system.empty()) messages.push_back({{"role", "system"}, {"content", flags.system}});
     messages.push_back({{"role", "user"}, {"content", flags.prompt}});
-    BATON_ASSIGN_OR_RETURN(text, tokenizer::RenderChatPrompt(loaded.tokenizer.config, messages,
-                                                             /*add_generation_prompt=*/true));
+    BATON_ASSIGN_OR_RETURN(text, templating::RenderChatPrompt(loaded.tokenizer.config, messages,
+                                                              /*add_generation_prompt=*/true));
     add_special = false;  // the template writes BOS itself
   }
   BATON_ASSIGN_OR_RETURN(std::vector<int32_t> ids,

@@ -13,7 +13,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
-#include "tokenizer/chat_prompt.h"
+#include "template/chat_prompt.h"
 #include "tokenizer/loader.h"
 
 namespace baton::tools {
@@ -86,8 +86,8 @@ absl::Status Run(const TokenizeFlags& flags) {
           "and optionally \"tools\"");
     }
     BATON_ASSIGN_OR_RETURN(
-        input, tokenizer::RenderChatPrompt(files.config, request, !flags.no_generation_prompt,
-                                           flags.template_name));
+        input, templating::RenderChatPrompt(files.config, request, !flags.no_generation_prompt,
+                                            flags.template_name));
     // The template writes BOS itself, as transformers' apply_chat_template assumes.
     add_special = false;
   }

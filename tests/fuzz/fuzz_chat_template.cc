@@ -7,12 +7,12 @@
 #include <string_view>
 
 #include "nlohmann/json.hpp"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
-  using baton::tokenizer::ChatInputs;
-  using baton::tokenizer::ChatTemplate;
-  using baton::tokenizer::TemplateLimits;
+  using baton::templating::ChatInputs;
+  using baton::templating::ChatTemplate;
+  using baton::templating::TemplateLimits;
 
   const std::string_view input(reinterpret_cast<const char*>(data), size);
   const size_t nul = input.find('\0');
@@ -43,7 +43,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   inputs.bos_token = "<s>";
   inputs.eos_token = "</s>";
   inputs.extra = {{"fuzz", std::string(variable)}};
-  inputs.now = baton::tokenizer::TemplateDate{2025, 3, 9, 14, 5};
+  inputs.now = baton::templating::TemplateDate{2025, 3, 9, 14, 5};
   (void)tmpl->Render(inputs);
   return 0;
 }

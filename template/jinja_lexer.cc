@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_lexer.h"
 
 #include <array>
 #include <utility>
@@ -7,9 +7,9 @@
 #include "absl/strings/str_format.h"
 #include "common/strings.h"
 #include "common/utf8.h"
-#include "tokenizer/jinja_strings.h"
+#include "template/jinja_strings.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 // The source after preprocessing, with the original line of every byte so that errors
@@ -573,4 +573,4 @@ absl::StatusOr<std::vector<Token>> Tokenize(std::string_view source) {
   return Lexer(Preprocess(source)).Run();
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

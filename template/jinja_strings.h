@@ -13,7 +13,7 @@
 
 #include "absl/strings/string_view.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 // Debian's Abseil has its own absl::string_view, distinct from std::string_view.
 inline absl::string_view Av(std::string_view s) { return {s.data(), s.size()}; }
@@ -73,4 +73,4 @@ struct DateParts {
 };
 std::string JsStrftime(std::string_view format, const DateParts& date);
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 class Interpreter;
 class Env;
@@ -210,4 +210,4 @@ Value AttributePath(const Value& item, std::string_view path);
 // A key under which JavaScript's Set (SameValueZero) considers two values the same.
 std::string SameValueKey(const Value& v);
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

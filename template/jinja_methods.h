@@ -5,12 +5,12 @@
 #include <optional>
 #include <string_view>
 
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 // The `builtins` of a value: `"x".upper`, `[1].length`, `d.items`. nullopt when the
 // value has no such member.
 std::optional<Value> LookupBuiltin(const Value& object, std::string_view name);
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_lexer.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_lexer.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 // Bounds on the shape of the tree, so that neither parsing nor evaluation can exhaust
 // the stack on hostile input. Real chat templates stay far below both.
@@ -21,4 +21,4 @@ inline constexpr int kMaxAstDepth = 512;      // height of the syntax tree
 // Errors are InvalidArgument ("syntax error: ... at line N").
 absl::StatusOr<std::unique_ptr<Program>> Parse(std::vector<Token> tokens);
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

@@ -5,10 +5,10 @@
 
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interpreter.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interpreter.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 absl::StatusOr<Value> Interpreter::EvalMacro(const Macro& node, const EnvPtr& env) {
   const Macro* macro = &node;
@@ -178,4 +178,4 @@ absl::StatusOr<Value> Interpreter::EvalCall(const Call& node, const EnvPtr& env)
   return CallFunction(fn, evaluated.positional, env);
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_parser.h"
+#include "template/jinja_parser.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -10,9 +10,9 @@
 #include "absl/status/status.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_stack.h"
+#include "template/jinja_stack.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 class Parser {
@@ -766,4 +766,4 @@ absl::StatusOr<std::unique_ptr<Program>> Parse(std::vector<Token> tokens) {
   return Parser(std::move(tokens)).Run();
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

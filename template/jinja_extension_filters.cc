@@ -7,12 +7,12 @@
 #include "absl/container/flat_hash_set.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_strings.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interpreter.h"
+#include "template/jinja_strings.h"
 #include "utf8proc.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 absl::Status Error(std::string_view message) {
@@ -335,4 +335,4 @@ absl::StatusOr<Value> Interpreter::ApplyExtensionFilter(const Value& operand, st
                       has_args ? " with these arguments" : ""));
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

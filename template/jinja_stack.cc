@@ -1,10 +1,10 @@
-#include "tokenizer/jinja_stack.h"
+#include "template/jinja_stack.h"
 
 #include <pthread.h>
 
 #include <algorithm>
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 // Room left below the floor for what runs after the check (library calls, destructors).
@@ -35,4 +35,4 @@ StackBudget::StackBudget(size_t max_bytes) : max_bytes_(max_bytes) {
   }
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

@@ -1,9 +1,9 @@
-#include "tokenizer/chat_prompt.h"
+#include "template/chat_prompt.h"
 
 #include "common/status.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
-namespace baton::tokenizer {
+namespace baton::templating {
 
 std::string ConfigTokenText(const nlohmann::json& config, const char* key) {
   if (!config.is_object() || !config.contains(key)) return "";
@@ -44,4 +44,4 @@ absl::StatusOr<std::string> RenderChatPrompt(const nlohmann::json& tokenizer_con
   return tmpl.RenderWithOrderedContext(context);
 }
 
-}  // namespace baton::tokenizer
+}  // namespace baton::templating

@@ -1,7 +1,7 @@
 // Methods of strings, lists and dicts (`"x".upper()`, `d.items()`), as @huggingface/jinja
 // defines them (`strip` ignores its argument there, and here); Python methods it lacks
 // (find, count, join, format, list.append) are Baton extensions.
-#include "tokenizer/jinja_methods.h"
+#include "template/jinja_methods.h"
 
 #include <algorithm>
 #include <cmath>
@@ -9,10 +9,10 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_strings.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_strings.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 absl::Status Error(std::string_view message) {
@@ -422,4 +422,4 @@ std::optional<Value> LookupBuiltin(const Value& object, std::string_view name) {
   return std::nullopt;
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
 #include <algorithm>
 #include <cmath>
@@ -6,9 +6,9 @@
 #include "absl/strings/cord.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_strings.h"
+#include "template/jinja_strings.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 absl::Status Error(std::string_view message) {
@@ -230,4 +230,4 @@ absl::StatusOr<bool> RunTest(std::string_view name, const Value& operand, const 
   return Error(StrCat("unsupported test '", name, "'"));
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

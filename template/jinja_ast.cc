@@ -1,8 +1,8 @@
-#include "tokenizer/jinja_ast.h"
+#include "template/jinja_ast.h"
 
 #include <string>
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 void ForEachChild(const Node& node, const std::function<void(const Node&)>& f) {
   auto one = [&](const NodePtr& child) {
@@ -240,4 +240,4 @@ SpecialArgs FindSpecialArgs(const NodeList& params, const NodeList& body) {
   return SpecialArgsVisitor().Run(params, body);
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

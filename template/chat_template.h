@@ -37,7 +37,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::tokenizer {
+namespace baton::templating {
 
 struct TemplateLimits {
   size_t max_output_bytes = 1 << 20;     // any string the template builds, output included
@@ -119,4 +119,4 @@ class ChatTemplate {
   TemplateLimits limits_;
 };
 
-}  // namespace baton::tokenizer
+}  // namespace baton::templating

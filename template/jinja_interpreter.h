@@ -17,12 +17,12 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
-#include "tokenizer/jinja_ast.h"
-#include "tokenizer/jinja_stack.h"
-#include "tokenizer/jinja_strings.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_ast.h"
+#include "template/jinja_stack.h"
+#include "template/jinja_strings.h"
+#include "template/jinja_value.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 // One scope. Lookups walk to the parents; assignments always land in this scope.
 class Env {
@@ -142,4 +142,4 @@ class Interpreter {
 // Errors that name the construct; `line` is added by the evaluator.
 absl::Status RuntimeError(std::string_view message);
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

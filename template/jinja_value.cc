@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_value.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include "absl/status/status.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_strings.h"
+#include "template/jinja_strings.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 thread_local std::vector<std::shared_ptr<HeapData>>* t_pending_release = nullptr;
@@ -610,4 +610,4 @@ std::string SameValueKey(const Value& v) {
   }
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

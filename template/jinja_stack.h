@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <cstdint>
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 class StackBudget {
  public:
@@ -28,4 +28,4 @@ class StackBudget {
 // What the parser and the evaluator each allow themselves.
 inline constexpr size_t kStackBudgetBytes = size_t{2} << 20;
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

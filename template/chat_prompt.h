@@ -8,7 +8,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::tokenizer {
+namespace baton::templating {
 
 // `request` is a JSON list of messages, or an object with "messages" and optionally
 // "tools". It is ordered_json so that `tools | tojson` keeps the client's key order.
@@ -22,4 +22,4 @@ absl::StatusOr<std::string> RenderChatPrompt(const nlohmann::json& tokenizer_con
 // {"content": "<s>", ...}); empty when absent.
 std::string ConfigTokenText(const nlohmann::json& tokenizer_config, const char* key);
 
-}  // namespace baton::tokenizer
+}  // namespace baton::templating

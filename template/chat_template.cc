@@ -1,4 +1,4 @@
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <ctime>
 #include <utility>
@@ -8,13 +8,13 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_lexer.h"
-#include "tokenizer/jinja_parser.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interpreter.h"
+#include "template/jinja_lexer.h"
+#include "template/jinja_parser.h"
+#include "template/jinja_value.h"
 
-namespace baton::tokenizer {
+namespace baton::templating {
 
 struct CompiledTemplate {
   std::string source;
@@ -231,4 +231,4 @@ absl::StatusOr<std::string> ChatTemplate::RenderCompiled(const CompiledTemplate&
   }
 }
 
-}  // namespace baton::tokenizer
+}  // namespace baton::templating

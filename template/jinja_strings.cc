@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_strings.h"
+#include "template/jinja_strings.h"
 #include "common/strings.h"
 
 #include <charconv>
@@ -10,7 +10,7 @@
 #include "common/utf8.h"
 #include "utf8proc.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -513,4 +513,4 @@ std::string JsStrftime(std::string_view format, const DateParts& date) {
   return out;
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

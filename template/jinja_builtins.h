@@ -8,11 +8,11 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_methods.h"
-#include "tokenizer/jinja_value.h"
+#include "template/jinja_interpreter.h"
+#include "template/jinja_methods.h"
+#include "template/jinja_value.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 Value MakeFunction(std::string name, NativeFn fn);
 
@@ -31,4 +31,4 @@ absl::StatusOr<bool> Contains(const Value& container, const Value& item);
 // else (the reference does not iterate strings).
 std::optional<std::vector<Value>> IterableItems(const Value& v);
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

@@ -10,7 +10,7 @@
 #include <utility>
 #include <vector>
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 enum class NodeKind {
   // Statements.
@@ -249,4 +249,4 @@ void ForEachChild(const Node& node, const std::function<void(const Node&)>& f);
 // The special names a macro (or call block) with these parameters reads in `body`.
 SpecialArgs FindSpecialArgs(const NodeList& params, const NodeList& body);
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

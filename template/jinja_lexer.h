@@ -10,7 +10,7 @@
 
 #include "absl/status/statusor.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 
 enum class TokenType {
   kText,
@@ -51,4 +51,4 @@ struct Token {
 // Errors are InvalidArgument with a message that names the line.
 absl::StatusOr<std::vector<Token>> Tokenize(std::string_view source);
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

@@ -11,11 +11,11 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_builtins.h"
-#include "tokenizer/jinja_interpreter.h"
-#include "tokenizer/jinja_strings.h"
+#include "template/jinja_builtins.h"
+#include "template/jinja_interpreter.h"
+#include "template/jinja_strings.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 using EvaluatedArgs = Interpreter::EvaluatedArgs;
@@ -366,4 +366,4 @@ absl::StatusOr<Value> Interpreter::ApplyCallFilter(const Value& operand, std::st
   return ApplyExtensionFilter(operand, name, &args);
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja

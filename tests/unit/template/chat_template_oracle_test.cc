@@ -16,9 +16,9 @@
 
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
-namespace baton::tokenizer {
+namespace baton::templating {
 namespace {
 
 namespace fs = std::filesystem;
@@ -650,4 +650,4 @@ INSTANTIATE_TEST_SUITE_P(Templates, ChatTemplateOracleTest, testing::ValuesIn(Te
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(ChatTemplateOracleTest);
 
 }  // namespace
-}  // namespace baton::tokenizer
+}  // namespace baton::templating

@@ -1,7 +1,7 @@
 // Unit tests of the chat-template engine, construct by construct. Expected strings are what
 // @huggingface/jinja renders (the oracle test checks real templates against it directly);
 // tests marked "extension" cover what Baton accepts beyond it, with Python Jinja's results.
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 #include <pthread.h>
 
@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::tokenizer {
+namespace baton::templating {
 namespace {
 
 using nlohmann::json;
@@ -633,4 +633,4 @@ TEST(ChatTemplateTest, CopiesShareTheTemplateAndRenderConcurrently) {
 }
 
 }  // namespace
-}  // namespace baton::tokenizer
+}  // namespace baton::templating

@@ -1,4 +1,4 @@
-#include "tokenizer/jinja_interpreter.h"
+#include "template/jinja_interpreter.h"
 
 #include <algorithm>
 #include <cmath>
@@ -7,9 +7,9 @@
 #include "absl/strings/cord.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "tokenizer/jinja_builtins.h"
+#include "template/jinja_builtins.h"
 
-namespace baton::tokenizer::jinja {
+namespace baton::templating::jinja {
 namespace {
 
 constexpr char kControlPayload[] = "baton.jinja/control";
@@ -612,4 +612,4 @@ absl::StatusOr<Value> Interpreter::EvalTest(const Test& node, const EnvPtr& env)
   return Value::Bool(node.negate ? !result : result);
 }
 
-}  // namespace baton::tokenizer::jinja
+}  // namespace baton::templating::jinja
