@@ -23,11 +23,11 @@
 #include "CLI/CLI.hpp"
 #include "bench/cpu_probes.h"
 #include "common/thread_pool.h"
-#include "engine/kv_pool.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "kernels/cpu/matmul.h"
+#include "kvcache/kv_pool.h"
 #include "model/model.h"
 
 namespace baton {
@@ -141,7 +141,7 @@ Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& pr
       std::min<int64_t>(prompt_tokens, cfg.max_position_embeddings - decode_tokens));
   const int64_t capacity = prompt_tokens + decode_tokens + 16;
   auto pool =
-      *engine::KvPool::Create(engine::PageLayoutFor(cfg, 16, kv_dtype), (capacity + 15) / 16);
+      *kvcache::KvPool::Create(engine::PageLayoutFor(cfg, 16, kv_dtype), (capacity + 15) / 16);
   std::vector<int32_t> blocks;
   while (pool->num_free_blocks() > 0) blocks.push_back(*pool->Allocate());
   engine::ModelRunner runner(m, pool.get(), threads);

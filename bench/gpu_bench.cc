@@ -138,7 +138,7 @@ double CopyBandwidth(kernels::GpuOps* ops, int64_t bytes, int reps) {
 // `tokens` positions of bf16 pages in device memory, as the engine's pool makes them.
 struct Kv {
   kernels::GpuBuffer memory;
-  std::unique_ptr<engine::KvPool> pool;
+  std::unique_ptr<kvcache::KvPool> pool;
 };
 
 Kv MakeKv(kernels::GpuOps* ops, const model::ModelConfig& c, int64_t tokens) {
@@ -148,7 +148,7 @@ Kv MakeKv(kernels::GpuOps* ops, const model::ModelConfig& c, int64_t tokens) {
   auto memory = kernels::GpuBuffer::Allocate(ops, pages * layout.page_bytes());
   Check(memory.status(), "KV pages");
   kv.memory = std::move(*memory);
-  auto pool = engine::KvPool::Create(layout, pages, kv.memory.get());
+  auto pool = kvcache::KvPool::Create(layout, pages, kv.memory.get());
   Check(pool.status(), "KV pool");
   kv.pool = std::move(*pool);
   return kv;

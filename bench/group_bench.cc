@@ -177,7 +177,7 @@ Result OneRank(const Flags& f, int threads, int batch) {
   }
   const Workload w(batch, f.prompt, f.steps, std::min<int64_t>(m->model->config().vocab_size, 256));
   auto pool =
-      engine::KvPool::Create(engine::PageLayoutFor(m->model->config(), 16, f.kv_dtype), w.pages());
+      kvcache::KvPool::Create(engine::PageLayoutFor(m->model->config(), 16, f.kv_dtype), w.pages());
   ThreadPool pool_threads(threads);
   engine::ModelRunner runner(*m->model, pool->get(), &pool_threads);
   const double s = TimeDecode(w, f.steps, [&](std::vector<SequenceInput> b, ForwardOutput* out) {
@@ -238,7 +238,8 @@ Result OnGroup(const Flags& f, int tp, int pp, int batch) {
   const model::ModelConfig& config = models[0]->model->config();
   const Workload w(batch, f.prompt, f.steps, std::min<int64_t>(config.vocab_size, 256));
   const model::Shard shard = *model::PlanShard(config, engine::PlacementOf(o));
-  auto kv = engine::KvPool::Create(engine::PageLayoutFor(shard, config, 16, f.kv_dtype), w.pages());
+  auto kv =
+      kvcache::KvPool::Create(engine::PageLayoutFor(shard, config, 16, f.kv_dtype), w.pages());
   Result res;
   {
     auto backend = engine::GroupBackend::Create(*models[0]->model, o, std::move(*comms[0]),

@@ -8,8 +8,8 @@
 
 #include "absl/container/flat_hash_set.h"
 #include "common/check.h"
-#include "engine/block_manager.h"
 #include "kvcache/block_hash.h"
+#include "kvcache/block_manager.h"
 #include "kvcache/kv_events.h"
 #include "router/kv_index.h"
 
@@ -41,7 +41,7 @@ struct Seq {
 
 struct Worker {
   std::unique_ptr<kvcache::KvEventPublisher> events;
-  std::unique_ptr<engine::BlockManager> blocks;
+  std::unique_ptr<kvcache::BlockManager> blocks;
   std::deque<Req*> waiting;
   std::vector<Seq> running;
   bool busy = false;
@@ -89,7 +89,7 @@ class Sim {
     for (int w = 0; w < shape.workers; ++w) {
       Worker& wk = workers_[w];
       wk.events = std::make_unique<kvcache::KvEventPublisher>(shape.block_size, 1000 + w);
-      wk.blocks = std::make_unique<engine::BlockManager>(shape.kv_blocks, true, wk.events.get());
+      wk.blocks = std::make_unique<kvcache::BlockManager>(shape.kv_blocks, true, wk.events.get());
       wk.events->Subscribe([this, w](const kvcache::KvEventBatch& b) { OnEvents(w, b); });
       if (shape.events) index_.ApplySnapshot(w, wk.events->Snapshot());
     }

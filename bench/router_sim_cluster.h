@@ -1,5 +1,5 @@
 // The routing simulator's cluster: N colocated workers in simulated time, each with the
-// engine's own page bookkeeping (engine::BlockManager: prefix cache, LRU eviction, KV
+// engine's own page bookkeeping (kvcache::BlockManager: prefix cache, LRU eviction, KV
 // events) and a continuous-batching step model, behind the router's own KvIndex and
 // RoutingPolicy. Only time is simulated; the cache and the routing are the real code.
 //

@@ -48,7 +48,7 @@ struct Engine::Live {
   bool scheduled = false;
   int64_t generated = 0;
   uint64_t seed = 0;
-  std::shared_ptr<KvSink> sink;
+  std::shared_ptr<kvcache::KvSink> sink;
   std::string kv_transfer_id;
 };
 
@@ -116,7 +116,7 @@ void RequestStream::Push(TokenEvent event) {
   if (listener_) listener_();
 }
 
-int64_t KvPagesForBytes(const PageLayout& layout, int64_t bytes) {
+int64_t KvPagesForBytes(const kvcache::PageLayout& layout, int64_t bytes) {
   return std::max<int64_t>(1, bytes / layout.page_bytes());
 }
 
@@ -134,8 +134,8 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
   if (options.threads < 0) {
     return absl::InvalidArgumentError(StrCat("threads is ", options.threads, "; it must be >= 0"));
   }
-  BATON_RETURN_IF_ERROR(CheckKvCacheDtype(options.kv_cache_dtype));
-  const PageLayout layout =
+  BATON_RETURN_IF_ERROR(kvcache::CheckKvCacheDtype(options.kv_cache_dtype));
+  const kvcache::PageLayout layout =
       options.shard
           ? PageLayoutFor(*options.shard, config, options.block_size, options.kv_cache_dtype)
           : PageLayoutFor(config, options.block_size, options.kv_cache_dtype);
@@ -165,10 +165,10 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
                            options.kv_pool_memory(static_cast<size_t>(pages) *
                                                   static_cast<size_t>(layout.page_bytes())));
   }
-  BATON_ASSIGN_OR_RETURN(engine->pool_, KvPool::Create(layout, pages, memory));
+  BATON_ASSIGN_OR_RETURN(engine->pool_, kvcache::KvPool::Create(layout, pages, memory));
   engine->threads_ = std::make_unique<ThreadPool>(options.threads);
   engine->events_ = std::make_unique<kvcache::KvEventPublisher>(options.block_size);
-  engine->blocks_ = std::make_unique<BlockManager>(
+  engine->blocks_ = std::make_unique<kvcache::BlockManager>(
       engine->pool_->num_blocks(), options.enable_prefix_cache, engine->events_.get());
   engine->scheduler_ = std::make_unique<Scheduler>(sc, engine->blocks_.get());
   if (options.backend) {
@@ -582,7 +582,7 @@ void Engine::Step() {
   }
   ++counters_.steps;
   // Prefill-role sequences hand each layer's K/V to their sinks as it lands.
-  std::vector<KvSink*> sinks(plan.items.size(), nullptr);
+  std::vector<kvcache::KvSink*> sinks(plan.items.size(), nullptr);
   bool any_sink = false;
   for (size_t i = 0; i < plan.items.size(); ++i) {
     sinks[i] = live_.at(plan.items[i].seq->id)->sink.get();

@@ -28,17 +28,17 @@
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
 #include "engine/backend.h"
-#include "engine/block_manager.h"
 #include "engine/kv_host_mirror.h"
-#include "engine/kv_pool.h"
-#include "engine/kv_sink.h"
 #include "engine/loaded_model.h"
 #include "engine/model_runner.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
 #include "engine/stop_conditions.h"
+#include "kvcache/block_manager.h"
 #include "kvcache/kv_events.h"
+#include "kvcache/kv_pool.h"
+#include "kvcache/kv_sink.h"
 #include "model/shard.h"
 
 namespace baton::engine {
@@ -77,7 +77,8 @@ struct EngineOptions {
   // shard, the pool holds the shard's layers and KV heads, and `backend` (called once the
   // pool exists) runs the group's forward. Unset: one rank on the CPU backend.
   std::optional<model::Shard> shard;
-  std::function<absl::StatusOr<std::unique_ptr<Backend>>(KvPool* pool, ThreadPool* threads)>
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>(kvcache::KvPool* pool,
+                                                         ThreadPool* threads)>
       backend;
 };
 
@@ -90,7 +91,7 @@ struct EngineRequest {
   bool detokenize = true;  // produce text deltas and apply stop strings
   // Prefill role: also hand each layer's K/V of the prompt to this sink as it is computed
   // (engine/kv_sink.h). Such a request normally asks for one token.
-  std::shared_ptr<KvSink> kv_sink;
+  std::shared_ptr<kvcache::KvSink> kv_sink;
   // Decode role: the id of a completed KV transfer (ReserveKv, then CompleteKv) whose
   // pages hold this prompt's K/V. The request starts from the transfer's first token
   // instead of computing the prompt; prompt_ids must equal the reserved prompt (else the
@@ -238,7 +239,7 @@ class Engine {
                                               : pool_->block_data(0);
   }
   int64_t kv_pool_bytes() const { return pool_->num_blocks() * pool_->layout().page_bytes(); }
-  const PageLayout& kv_layout() const { return pool_->layout(); }
+  const kvcache::PageLayout& kv_layout() const { return pool_->layout(); }
   // The chained hashes of the full blocks of `prompt_ids` in `cache_salt`'s namespace.
   std::vector<kvcache::BlockHash> PromptBlockHashes(std::span<const int32_t> prompt_ids,
                                                     const std::string& cache_salt) const;
@@ -281,9 +282,9 @@ class Engine {
   int64_t sampleable_vocab_ = 0;  // SampleableVocab(*model_)
   kvcache::BlockHash root_without_salt_;
   std::unique_ptr<ThreadPool> threads_;
-  std::unique_ptr<KvPool> pool_;
+  std::unique_ptr<kvcache::KvPool> pool_;
   std::unique_ptr<kvcache::KvEventPublisher> events_;
-  std::unique_ptr<BlockManager> blocks_;
+  std::unique_ptr<kvcache::BlockManager> blocks_;
   std::unique_ptr<Scheduler> scheduler_;
   std::unique_ptr<Backend> runner_;
 
@@ -314,6 +315,6 @@ class Engine {
 };
 
 // Pages for a KV cache of `bytes` (whole pages; at least 1).
-int64_t KvPagesForBytes(const PageLayout& layout, int64_t bytes);
+int64_t KvPagesForBytes(const kvcache::PageLayout& layout, int64_t bytes);
 
 }  // namespace baton::engine

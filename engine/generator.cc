@@ -6,9 +6,9 @@
 
 #include "common/status.h"
 #include "common/strings.h"
-#include "engine/kv_pool.h"
 #include "engine/model_runner.h"
 #include "engine/stop_conditions.h"
+#include "kvcache/kv_pool.h"
 #include "tokenizer/text_stream.h"
 
 namespace baton::engine {
@@ -43,15 +43,17 @@ absl::StatusOr<GenerateResult> Generate(const LoadedModel& loaded, ThreadPool* t
   }
   const int64_t capacity = prompt_len + std::min(params.max_tokens, context - prompt_len);
 
-  BATON_RETURN_IF_ERROR(CheckKvCacheDtype(options.kv_cache_dtype));
-  const PageLayout layout = PageLayoutFor(config, options.block_size, options.kv_cache_dtype);
+  BATON_RETURN_IF_ERROR(kvcache::CheckKvCacheDtype(options.kv_cache_dtype));
+  const kvcache::PageLayout layout =
+      PageLayoutFor(config, options.block_size, options.kv_cache_dtype);
   const int64_t pages = (capacity + options.block_size - 1) / options.block_size;
   void* memory = nullptr;
   if (options.kv_pool_memory) {
     BATON_ASSIGN_OR_RETURN(
         memory, options.kv_pool_memory(static_cast<size_t>(pages * layout.page_bytes())));
   }
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool, KvPool::Create(layout, pages, memory));
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<kvcache::KvPool> pool,
+                         kvcache::KvPool::Create(layout, pages, memory));
   std::vector<int32_t> blocks;
   while (pool->num_free_blocks() > 0) blocks.push_back(*pool->Allocate());
   std::unique_ptr<Backend> runner;

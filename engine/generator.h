@@ -17,10 +17,10 @@
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
 #include "engine/backend.h"
-#include "engine/kv_pool.h"
 #include "engine/loaded_model.h"
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
+#include "kvcache/kv_pool.h"
 
 namespace baton::engine {
 
@@ -31,7 +31,8 @@ struct GenerateOptions {
   bool prompt_logits = false;           // keep the logits of every prompt position
   // As EngineOptions' (the GPU backend sets both: engine/gpu_backend.h); unset: the CPU.
   std::function<absl::StatusOr<void*>(size_t bytes)> kv_pool_memory;
-  std::function<absl::StatusOr<std::unique_ptr<Backend>>(KvPool* pool, ThreadPool* threads)>
+  std::function<absl::StatusOr<std::unique_ptr<Backend>>(kvcache::KvPool* pool,
+                                                         ThreadPool* threads)>
       backend;
 };
 

@@ -69,7 +69,7 @@ absl::Status GpuEngine::MakeMirror(int64_t page_bytes, int64_t pages) {
 }
 
 absl::Status GpuEngine::Configure(EngineOptions* options) {
-  const PageLayout layout =
+  const kvcache::PageLayout layout =
       PageLayoutFor(model_->config(), options->block_size, options->kv_cache_dtype);
   int64_t bytes = options->kv_cache_bytes;
   if (bytes <= 0) {
@@ -99,7 +99,7 @@ absl::Status GpuEngine::Configure(EngineOptions* options) {
     }
     return kv_.get();
   };
-  options->backend = [this](KvPool* pool,
+  options->backend = [this](kvcache::KvPool* pool,
                             ThreadPool* /*threads*/) -> absl::StatusOr<std::unique_ptr<Backend>> {
     BATON_RETURN_IF_ERROR(forward_->BindKv(KvPagesOf(pool)));
     return std::unique_ptr<Backend>(

@@ -19,8 +19,8 @@
 #include "engine/device.h"
 #include "engine/engine.h"
 #include "engine/gpu_kv_mirror.h"
-#include "engine/kv_pool.h"
 #include "kernels/gpu_ops.h"
+#include "kvcache/kv_pool.h"
 #include "model/arch/llama_gpu.h"
 #include "model/model.h"
 
@@ -97,8 +97,8 @@ absl::StatusOr<std::unique_ptr<GpuEngine>> StartGpu(const model::Model& model,
 class GpuBackend : public Backend {
  public:
   // `mirror` may be null: then a step with a layer hook fails (FailedPrecondition).
-  GpuBackend(const model::ModelConfig& config, model::LlamaGpuForward* forward, KvPool* pool,
-             KvHostMirror* mirror)
+  GpuBackend(const model::ModelConfig& config, model::LlamaGpuForward* forward,
+             kvcache::KvPool* pool, KvHostMirror* mirror)
       : config_(config), forward_(forward), pool_(pool), mirror_(mirror) {}
 
   absl::Status Forward(std::span<const SequenceInput> batch, ForwardOutput* out) override;
@@ -112,7 +112,7 @@ class GpuBackend : public Backend {
  private:
   const model::ModelConfig& config_;
   model::LlamaGpuForward* forward_;
-  KvPool* pool_;
+  kvcache::KvPool* pool_;
   KvHostMirror* mirror_;
   LayerKvHook hook_;
 };

@@ -14,9 +14,9 @@ model::Shard WholeModel(const model::ModelConfig& config) {
 
 }  // namespace
 
-PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size,
-                         const std::string& dtype) {
-  PageLayout out;
+kvcache::PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size,
+                                  const std::string& dtype) {
+  kvcache::PageLayout out;
   out.num_layers = config.num_layers;
   out.num_kv_heads = config.num_kv_heads;
   out.head_dim = config.head_dim;
@@ -25,9 +25,9 @@ PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size,
   return out;
 }
 
-PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
-                         int64_t block_size, const std::string& dtype) {
-  PageLayout out = PageLayoutFor(config, block_size, dtype);
+kvcache::PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
+                                  int64_t block_size, const std::string& dtype) {
+  kvcache::PageLayout out = PageLayoutFor(config, block_size, dtype);
   out.num_layers = shard.num_layers();
   out.num_kv_heads = shard.num_kv_heads;
   out.first_layer = shard.layer_begin;
@@ -39,8 +39,8 @@ PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& co
   return out;
 }
 
-model::KvPages KvPagesOf(KvPool* pool) {
-  const PageLayout& l = pool->layout();
+model::KvPages KvPagesOf(kvcache::KvPool* pool) {
+  const kvcache::PageLayout& l = pool->layout();
   // The pool took only the dtypes CheckKvCacheDtype allows.
   BATON_CHECK(l.dtype == "bf16" || l.dtype == "f32");
   return model::KvPages{.data = pool->block_data(0),
@@ -53,10 +53,10 @@ model::KvPages KvPagesOf(KvPool* pool) {
                         .block_size = l.block_size};
 }
 
-ModelRunner::ModelRunner(const model::Model& model, KvPool* pool, ThreadPool* threads)
+ModelRunner::ModelRunner(const model::Model& model, kvcache::KvPool* pool, ThreadPool* threads)
     : pool_(pool), forward_(model, WholeModel(model.config()), threads, nullptr) {
-  const PageLayout& have = pool->layout();
-  const PageLayout want = PageLayoutFor(model.config(), have.block_size, have.dtype);
+  const kvcache::PageLayout& have = pool->layout();
+  const kvcache::PageLayout want = PageLayoutFor(model.config(), have.block_size, have.dtype);
   BATON_CHECK(have.num_layers == want.num_layers && have.num_kv_heads == want.num_kv_heads &&
               have.head_dim == want.head_dim);
 }

@@ -16,7 +16,7 @@
 #include "absl/status/status.h"
 #include "common/thread_pool.h"
 #include "engine/backend.h"
-#include "engine/kv_pool.h"
+#include "kvcache/kv_pool.h"
 #include "model/arch/llama.h"
 #include "model/model.h"
 #include "model/shard.h"
@@ -25,18 +25,18 @@ namespace baton::engine {
 
 // The KV layout a model needs, for a given block size and element type ("bf16" or
 // "f32": CheckKvCacheDtype): every layer and KV head, or those of one rank's shard.
-PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size,
-                         const std::string& dtype);
-PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
-                         int64_t block_size, const std::string& dtype);
+kvcache::PageLayout PageLayoutFor(const model::ModelConfig& config, int64_t block_size,
+                                  const std::string& dtype);
+kvcache::PageLayout PageLayoutFor(const model::Shard& shard, const model::ModelConfig& config,
+                                  int64_t block_size, const std::string& dtype);
 // The pool as the forward addresses it.
-model::KvPages KvPagesOf(KvPool* pool);
+model::KvPages KvPagesOf(kvcache::KvPool* pool);
 
 class ModelRunner : public Backend {
  public:
   // `model`, `pool` and `threads` must outlive the runner. The pool's layout must match
   // the model's (PageLayoutFor).
-  ModelRunner(const model::Model& model, KvPool* pool, ThreadPool* threads);
+  ModelRunner(const model::Model& model, kvcache::KvPool* pool, ThreadPool* threads);
 
   absl::Status Forward(std::span<const SequenceInput> batch, ForwardOutput* out) override;
   void set_layer_kv_hook(LayerKvHook hook) override { forward_.set_layer_kv_hook(std::move(hook)); }
@@ -45,7 +45,7 @@ class ModelRunner : public Backend {
   const model::ModelConfig& config() const { return forward_.config(); }
 
  private:
-  KvPool* pool_;
+  kvcache::KvPool* pool_;
   model::LlamaForward forward_;
   std::vector<float> hidden_;
 };

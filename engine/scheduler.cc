@@ -38,7 +38,7 @@ absl::Status ValidateSchedulerConfig(const SchedulerConfig& c) {
   return absl::OkStatus();
 }
 
-Scheduler::Scheduler(const SchedulerConfig& config, BlockManager* blocks)
+Scheduler::Scheduler(const SchedulerConfig& config, kvcache::BlockManager* blocks)
     : config_(config), blocks_(blocks) {}
 
 bool Scheduler::Before(const Sequence* a, const Sequence* b) {

@@ -26,8 +26,8 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/status/status.h"
-#include "engine/block_manager.h"
 #include "kvcache/block_hash.h"
+#include "kvcache/block_manager.h"
 
 namespace baton::engine {
 
@@ -87,7 +87,7 @@ struct StepPlan {
 
 class Scheduler {
  public:
-  Scheduler(const SchedulerConfig& config, BlockManager* blocks);
+  Scheduler(const SchedulerConfig& config, kvcache::BlockManager* blocks);
 
   // Queues a sequence. ResourceExhausted (overload) when the queue is full;
   // InvalidArgument when max_len exceeds max_model_len or it could never fit the page
@@ -129,7 +129,7 @@ class Scheduler {
   void ExtendHashes(Sequence* seq);
 
   SchedulerConfig config_;
-  BlockManager* blocks_;
+  kvcache::BlockManager* blocks_;
   uint64_t next_arrival_ = 0;
   absl::flat_hash_map<uint64_t, std::unique_ptr<Sequence>> all_;
   std::vector<Sequence*> running_;  // kept sorted by Before

@@ -20,7 +20,7 @@ MAY_USE = {
     "template": ["common"],
     "model": ["kernels", "parallel", "common"],
     "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "common"],
-    "transport": ["engine", "kvcache", "common"],
+    "transport": ["kvcache", "common"],
     "service": ["proto", "common"],
     "router": ["service", "kvcache", "template", "tokenizer", "proto", "common"],
     "worker": BELOW_SERVICES,

@@ -257,7 +257,7 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
         return region->data();
       };
     }
-    kv.make = [&](engine::KvPool* pool) -> absl::StatusOr<std::unique_ptr<engine::RankKv>> {
+    kv.make = [&](kvcache::KvPool* pool) -> absl::StatusOr<std::unique_ptr<engine::RankKv>> {
       if (region == nullptr) {
         BATON_ASSIGN_OR_RETURN(
             region, transport::RegisteredRegion::Register(

@@ -9,8 +9,8 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "kvcache/kv_checksum.h"
 #include "service/grpc_status.h"
-#include "transport/kv_checksum.h"
 #include "worker/rank_kv.h"
 #include "worker/transfer_ticket_proto.h"
 #include "worker/worker_service.h"
@@ -269,9 +269,9 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
     valid = bytes.status();
     if (valid.ok()) received = *bytes;
   } else if (valid.ok()) {
-    const transport::KvChecksum sum =
-        transport::PromptKvChecksum(engine_->kv_pool_data(), engine_->kv_layout(), ticket.page_ids,
-                                    ticket.first_block, ticket.prompt_tokens);
+    const kvcache::KvChecksum sum =
+        kvcache::PromptKvChecksum(engine_->kv_pool_data(), engine_->kv_layout(), ticket.page_ids,
+                                  ticket.first_block, ticket.prompt_tokens);
     received = sum.bytes;
     if (sum.hash != c->checksum) {
       valid = absl::DataLossError(StrCat("the KV pages' checksum is ", sum.hash, " over ",

@@ -9,15 +9,15 @@
 #include <vector>
 
 #include "absl/status/status.h"
-#include "engine/kv_sink.h"
-#include "transport/kv_checksum.h"
+#include "kvcache/kv_checksum.h"
+#include "kvcache/kv_sink.h"
 #include "transport/transfer_ticket.h"
 
 namespace baton::worker {
 
 struct KvPushResult {
-  uint64_t bytes_sent = 0;         // put, including blocks sent twice after a preemption
-  transport::KvChecksum checksum;  // plain transfers: over the whole of what the receiver holds
+  uint64_t bytes_sent = 0;       // put, including blocks sent twice after a preemption
+  kvcache::KvChecksum checksum;  // plain transfers: over the whole of what the receiver holds
   std::vector<transport::SliceSum> slices;  // sliced transfers: per pair of ranks
   int64_t puts = 0;
   double transfer_seconds = 0;  // first put posted to the last flush done
@@ -25,7 +25,7 @@ struct KvPushResult {
   bool complete = false;        // Drain saw the prompt complete
 };
 
-class PushSink : public engine::KvSink {
+class PushSink : public kvcache::KvSink {
  public:
   // Read after the request ended.
   virtual const KvPushResult& result() const = 0;

@@ -4,8 +4,8 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "kvcache/kv_checksum.h"
 #include "kvcache/slice_copy.h"
-#include "transport/kv_checksum.h"
 #include "worker/transfer_ticket_proto.h"
 
 namespace baton::worker {
@@ -64,9 +64,9 @@ absl::Status VerifySliceSums(const void* pool, int64_t num_pages, const kvcache:
                                                " ranks"));
     }
     const kvcache::PageLayout& sender = senders[static_cast<size_t>(e.sender_rank())];
-    const transport::KvChecksum sum =
-        transport::SliceKvChecksum(pool, sender, local, transport::SliceSide::kDestination, pages,
-                                   v.first_block(), v.prompt_tokens());
+    const kvcache::KvChecksum sum =
+        kvcache::SliceKvChecksum(pool, sender, local, kvcache::SliceSide::kDestination, pages,
+                                 v.first_block(), v.prompt_tokens());
     if (sum.hash != e.checksum() || sum.bytes != e.bytes()) {
       return absl::DataLossError(
           StrCat("the K/V that sender rank ", e.sender_rank(), " wrote into rank ", rank,
@@ -91,7 +91,7 @@ absl::StatusOr<std::vector<SliceTarget>> SliceTargetsOf(const transport::Transfe
 }
 
 UcxRankKv::UcxRankKv(transport::UcxWorker* ucx, const transport::RegisteredRegion* region,
-                     engine::KvPool* pool, int32_t rank, absl::Duration flush_timeout)
+                     kvcache::KvPool* pool, int32_t rank, absl::Duration flush_timeout)
     : ucx_(ucx),
       region_(region),
       pool_(pool),

@@ -20,8 +20,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "baton/internal/v1/rank_kv.pb.h"
-#include "engine/kv_pool.h"
 #include "engine/parallel/rank_kv.h"
+#include "kvcache/kv_pool.h"
 #include "transport/registered_region.h"
 #include "transport/transfer_ticket.h"
 #include "transport/ucx_worker.h"
@@ -47,7 +47,7 @@ class UcxRankKv : public engine::RankKv {
  public:
   // All must outlive this. `rank` is this rank's world rank.
   UcxRankKv(transport::UcxWorker* ucx, const transport::RegisteredRegion* region,
-            engine::KvPool* pool, int32_t rank, absl::Duration flush_timeout);
+            kvcache::KvPool* pool, int32_t rank, absl::Duration flush_timeout);
 
   void OnLayerWritten(int64_t layer, std::span<const model::SequenceInput> batch) override;
   void AfterStep() override;
@@ -59,7 +59,7 @@ class UcxRankKv : public engine::RankKv {
 
   transport::UcxWorker* ucx_;
   const transport::RegisteredRegion* region_;
-  engine::KvPool* pool_;
+  kvcache::KvPool* pool_;
   int32_t rank_;
   absl::Duration flush_timeout_;
   RemotePools pools_;

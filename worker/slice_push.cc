@@ -5,8 +5,8 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "kvcache/kv_checksum.h"
 #include "kvcache/slice_copy.h"
-#include "transport/kv_checksum.h"
 
 namespace baton::worker {
 namespace {
@@ -120,9 +120,9 @@ std::vector<transport::SliceSum> SlicePush::Checksums(std::span<const int32_t> b
   if (first_block_ + blocks > static_cast<int64_t>(block_table.size())) return out;
   const std::span<const int32_t> pages = block_table.subspan(first_block_, blocks);
   for (const SliceTarget& t : targets_) {
-    const transport::KvChecksum sum =
-        transport::SliceKvChecksum(local_pool_, local_, t.layout, transport::SliceSide::kSource,
-                                   pages, first_block_, prompt_len_);
+    const kvcache::KvChecksum sum =
+        kvcache::SliceKvChecksum(local_pool_, local_, t.layout, kvcache::SliceSide::kSource, pages,
+                                 first_block_, prompt_len_);
     out.push_back({local_rank_, t.rank, sum.hash, sum.bytes});
   }
   return out;

@@ -50,7 +50,7 @@ class SlicePush {
                       int64_t count);
   // Waits until every put posted so far has landed; the first error sticks.
   absl::Status Flush(absl::Time deadline);
-  // Per target, the checksum of what this rank wrote (transport::SliceKvChecksum).
+  // Per target, the checksum of what this rank wrote (kvcache::SliceKvChecksum).
   std::vector<transport::SliceSum> Checksums(std::span<const int32_t> block_table) const;
 
   absl::Status error() const { return error_; }

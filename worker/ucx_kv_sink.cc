@@ -23,7 +23,7 @@ void UcxKvSink::OnLayerWritten(int64_t layer, std::span<const int32_t> block_tab
                                int64_t count) {
   if (!error_.ok()) return;  // the request fails at the step's Drain
   const int64_t page_bytes = layout_.page_bytes();
-  cursor_.OnLayerWritten(layer, start, count, [&](const engine::KvRange& r) {
+  cursor_.OnLayerWritten(layer, start, count, [&](const kvcache::KvRange& r) {
     if (!error_.ok()) return;
     const int64_t i = r.block - first_block_;
     if (i < 0 || i >= static_cast<int64_t>(remote_pages_.size()) ||
@@ -63,9 +63,9 @@ absl::Status UcxKvSink::Drain(std::span<const int32_t> block_table, bool done) {
     const int64_t blocks =
         (prompt_len_ + layout_.block_size - 1) / layout_.block_size - first_block_;
     if (blocks > 0) {
-      result_.checksum = transport::PromptKvChecksum(local_pool_, layout_,
-                                                     block_table.subspan(first_block_, blocks),
-                                                     first_block_, prompt_len_);
+      result_.checksum =
+          kvcache::PromptKvChecksum(local_pool_, layout_, block_table.subspan(first_block_, blocks),
+                                    first_block_, prompt_len_);
     }
   }
   return absl::OkStatus();

@@ -13,10 +13,10 @@
 
 #include "absl/status/status.h"
 #include "absl/time/time.h"
-#include "engine/kv_pool.h"
-#include "engine/kv_ranges.h"
-#include "engine/kv_sink.h"
-#include "transport/kv_checksum.h"
+#include "kvcache/kv_checksum.h"
+#include "kvcache/kv_pool.h"
+#include "kvcache/kv_ranges.h"
+#include "kvcache/kv_sink.h"
 #include "transport/registered_region.h"
 #include "transport/transfer_ticket.h"
 #include "transport/ucx_endpoint.h"
@@ -55,7 +55,7 @@ class UcxKvSink : public PushSink {
   int64_t first_block_;
   int64_t prompt_len_;
   absl::Duration flush_timeout_;
-  engine::KvPushCursor cursor_;
+  kvcache::KvPushCursor cursor_;
   absl::Status error_;
   KvPushResult result_;
   bool started_ = false;

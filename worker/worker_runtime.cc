@@ -216,7 +216,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     options.threads = std::max(1, static_cast<int>(sysconf(_SC_NPROCESSORS_ONLN)) / group_size);
   }
   options.block_size = flags.block_size;
-  BATON_RETURN_IF_ERROR(engine::CheckKvCacheDtype(flags.kv_cache_dtype));
+  BATON_RETURN_IF_ERROR(kvcache::CheckKvCacheDtype(flags.kv_cache_dtype));
   options.kv_cache_dtype = flags.kv_cache_dtype;
   options.kv_cache_fraction = flags.kv_cache_fraction;
   if (!flags.kv_cache_memory.empty()) {
@@ -300,7 +300,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
       // The leader's own slice of transfers, over its pool (registered here, unless UCX
       // allocated it).
       WorkerRuntime* self = w.get();
-      kv.make = [self](engine::KvPool* pool) -> absl::StatusOr<std::unique_ptr<engine::RankKv>> {
+      kv.make = [self](kvcache::KvPool* pool) -> absl::StatusOr<std::unique_ptr<engine::RankKv>> {
         if (self->pool_region_ == nullptr) {
           BATON_ASSIGN_OR_RETURN(
               self->pool_region_,

@@ -17,7 +17,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
-#include "engine/kv_pool.h"
+#include "kvcache/kv_pool.h"
 #include "model/forward_batch.h"
 
 namespace baton::engine {
@@ -44,7 +44,7 @@ class RankKv {
 // refused with Unimplemented).
 struct RankKvSetup {
   std::function<absl::StatusOr<void*>(size_t bytes)> pool_memory;
-  std::function<absl::StatusOr<std::unique_ptr<RankKv>>(KvPool* pool)> make;
+  std::function<absl::StatusOr<std::unique_ptr<RankKv>>(kvcache::KvPool* pool)> make;
 };
 
 }  // namespace baton::engine

@@ -147,8 +147,8 @@ absl::StatusOr<GroupComms> ConnectGroup(const GroupOptions& o) {
   return comms;
 }
 
-StageRunner::StageRunner(const model::Model& model, const model::Shard& shard, KvPool* pool,
-                         ThreadPool* threads, GroupComms* comms)
+StageRunner::StageRunner(const model::Model& model, const model::Shard& shard,
+                         kvcache::KvPool* pool, ThreadPool* threads, GroupComms* comms)
     : config_(model.config()),
       shard_(shard),
       pool_(pool),
@@ -259,7 +259,8 @@ absl::Status StageRunner::RunStage(const GroupStep& plan, const std::vector<Sequ
 }
 
 GroupBackend::GroupBackend(const model::Model& model, const GroupOptions& options, GroupComms comms,
-                           KvPool* pool, ThreadPool* threads, std::unique_ptr<RankKv> rank_kv)
+                           kvcache::KvPool* pool, ThreadPool* threads,
+                           std::unique_ptr<RankKv> rank_kv)
     : options_(options),
       comms_(std::move(comms)),
       pool_(pool),
@@ -270,7 +271,7 @@ GroupBackend::GroupBackend(const model::Model& model, const GroupOptions& option
 }
 
 absl::StatusOr<std::unique_ptr<GroupBackend>> GroupBackend::Create(
-    const model::Model& model, const GroupOptions& options, GroupComms comms, KvPool* pool,
+    const model::Model& model, const GroupOptions& options, GroupComms comms, kvcache::KvPool* pool,
     ThreadPool* threads, std::unique_ptr<RankKv> rank_kv) {
   BATON_CHECK(comms.world_rank == 0);
   BATON_RETURN_IF_ERROR(model::PlanShard(model.config(), comms.at).status());
@@ -366,12 +367,13 @@ absl::Status GroupBackend::Forward(std::span<const SequenceInput> batch, Forward
   return absl::OkStatus();
 }
 
-std::function<absl::StatusOr<std::unique_ptr<Backend>>(KvPool*, ThreadPool*)>
+std::function<absl::StatusOr<std::unique_ptr<Backend>>(kvcache::KvPool*, ThreadPool*)>
 MakeGroupBackendFactory(const model::Model* model, GroupOptions options,
                         std::shared_ptr<GroupComms> comms, RankKvSetup kv,
                         std::function<void(GroupBackend*)> created) {
   return [model, options, comms, kv, created](
-             KvPool* pool, ThreadPool* threads) -> absl::StatusOr<std::unique_ptr<Backend>> {
+             kvcache::KvPool* pool,
+             ThreadPool* threads) -> absl::StatusOr<std::unique_ptr<Backend>> {
     std::unique_ptr<RankKv> rank_kv;
     if (kv.make) {
       BATON_ASSIGN_OR_RETURN(rank_kv, kv.make(pool));
@@ -397,18 +399,18 @@ absl::Status RunGroupFollower(const model::Model& model, const GroupOptions& opt
         "); start every rank with the same --tensor-parallel-size and --pipeline-parallel-size"));
   }
   const std::string dtype = SetupDtype(setup);
-  if (absl::Status ok = CheckKvCacheDtype(dtype); !ok.ok()) {
+  if (absl::Status ok = kvcache::CheckKvCacheDtype(dtype); !ok.ok()) {
     return absl::FailedPreconditionError(
         StrCat("worker group: the leader's KV cache dtype does not fit this rank: ", ok.message()));
   }
-  const PageLayout layout = PageLayoutFor(shard, model.config(), setup.block_size, dtype);
+  const kvcache::PageLayout layout = PageLayoutFor(shard, model.config(), setup.block_size, dtype);
   void* memory = nullptr;
   if (kv.pool_memory) {
     BATON_ASSIGN_OR_RETURN(memory, kv.pool_memory(static_cast<size_t>(layout.page_bytes()) *
                                                   static_cast<size_t>(setup.num_pages)));
   }
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<KvPool> pool,
-                         KvPool::Create(layout, setup.num_pages, memory));
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<kvcache::KvPool> pool,
+                         kvcache::KvPool::Create(layout, setup.num_pages, memory));
   std::unique_ptr<RankKv> rank_kv;
   if (kv.make) {
     BATON_ASSIGN_OR_RETURN(rank_kv, kv.make(pool.get()));

@@ -31,9 +31,9 @@
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
 #include "engine/backend.h"
-#include "engine/kv_pool.h"
 #include "engine/parallel/group_step.h"
 #include "engine/parallel/rank_kv.h"
+#include "kvcache/kv_pool.h"
 #include "model/arch/llama.h"
 #include "model/model.h"
 #include "model/shard.h"
@@ -75,7 +75,7 @@ absl::StatusOr<GroupComms> ConnectGroup(const GroupOptions& options);
 // receives of the pipeline. The same code runs on the leader and on the followers.
 class StageRunner {
  public:
-  StageRunner(const model::Model& model, const model::Shard& shard, KvPool* pool,
+  StageRunner(const model::Model& model, const model::Shard& shard, kvcache::KvPool* pool,
               ThreadPool* threads, GroupComms* comms);
   // On the leader `out` gets the logits the plan asks for; elsewhere it is scratch.
   absl::Status Run(const GroupStep& plan, ForwardOutput* out);
@@ -90,7 +90,7 @@ class StageRunner {
   static constexpr uint32_t kLogitsTag = 1u << 20;
   const model::ModelConfig& config_;
   model::Shard shard_;
-  KvPool* pool_;
+  kvcache::KvPool* pool_;
   GroupComms* comms_;
   RankKv* rank_kv_ = nullptr;
   model::LlamaForward forward_;
@@ -102,11 +102,9 @@ class StageRunner {
 class GroupBackend : public Backend {
  public:
   // `rank_kv` is the leader's own part of KV transfers (may be null).
-  static absl::StatusOr<std::unique_ptr<GroupBackend>> Create(const model::Model& model,
-                                                              const GroupOptions& options,
-                                                              GroupComms comms, KvPool* pool,
-                                                              ThreadPool* threads,
-                                                              std::unique_ptr<RankKv> rank_kv = {});
+  static absl::StatusOr<std::unique_ptr<GroupBackend>> Create(
+      const model::Model& model, const GroupOptions& options, GroupComms comms,
+      kvcache::KvPool* pool, ThreadPool* threads, std::unique_ptr<RankKv> rank_kv = {});
   ~GroupBackend() override;  // tells the followers to exit
 
   absl::Status Forward(std::span<const SequenceInput> batch, ForwardOutput* out) override;
@@ -125,13 +123,13 @@ class GroupBackend : public Backend {
 
  private:
   GroupBackend(const model::Model& model, const GroupOptions& options, GroupComms comms,
-               KvPool* pool, ThreadPool* threads, std::unique_ptr<RankKv> rank_kv);
+               kvcache::KvPool* pool, ThreadPool* threads, std::unique_ptr<RankKv> rank_kv);
   absl::Status SendLocked(StepOp op, const std::string& body);  // with mu_ held
   void KeepAlive();
 
   GroupOptions options_;
   GroupComms comms_;
-  KvPool* pool_;
+  kvcache::KvPool* pool_;
   std::unique_ptr<RankKv> rank_kv_;
   StageRunner stage_;
   std::string name_;
@@ -147,7 +145,7 @@ class GroupBackend : public Backend {
 // The factory the leader's engine calls once its pool exists (EngineOptions::backend).
 // `kv.make`, if set, makes the leader's RankKv over that pool (kv.pool_memory is the
 // engine's to use: EngineOptions::kv_pool_memory). `created`, if set, is told the backend.
-std::function<absl::StatusOr<std::unique_ptr<Backend>>(KvPool*, ThreadPool*)>
+std::function<absl::StatusOr<std::unique_ptr<Backend>>(kvcache::KvPool*, ThreadPool*)>
 MakeGroupBackendFactory(const model::Model* model, GroupOptions options,
                         std::shared_ptr<GroupComms> comms, RankKvSetup kv = {},
                         std::function<void(GroupBackend*)> created = {});

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/kv_pool.h"
 #include "engine/model_runner.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_pool.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
 #include "tests/unit/engine/reference_forward.h"
@@ -67,12 +67,12 @@ model::Shard Whole(const ModelConfig& c) { return *model::PlanShard(c, model::Ra
 // makes them (KvPagesOf).
 struct DevicePool {
   kernels::GpuBuffer memory;
-  std::unique_ptr<KvPool> pool;
+  std::unique_ptr<kvcache::KvPool> pool;
 
   DevicePool(kernels::GpuOps* ops, const ModelConfig& c, int64_t pages) {
     const kvcache::PageLayout layout = PageLayoutFor(c, 16, "bf16");
     memory = *kernels::GpuBuffer::Allocate(ops, layout.page_bytes() * pages);
-    pool = *KvPool::Create(layout, pages, memory.get());
+    pool = *kvcache::KvPool::Create(layout, pages, memory.get());
   }
   model::KvPages pages() { return KvPagesOf(pool.get()); }
 };

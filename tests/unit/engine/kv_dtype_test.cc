@@ -10,12 +10,12 @@
 
 #include "engine/engine.h"
 #include "engine/generator.h"
-#include "engine/kv_pool.h"
 #include "engine/loaded_model.h"
 #include "engine/model_runner.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/bf16.h"
+#include "kvcache/kv_pool.h"
 #include "tests/unit/engine/test_models.h"
 
 namespace baton::engine {
@@ -27,9 +27,10 @@ const LoadedModel& Tiny() { return testing::BatonTiny(); }
 
 // A prompt through one forward on pages of `dtype`; the pool, with the prompt's pages
 // 0, 1, 2 in that order.
-std::unique_ptr<KvPool> RunPrompt(const std::string& dtype, const std::vector<int32_t>& prompt) {
+std::unique_ptr<kvcache::KvPool> RunPrompt(const std::string& dtype,
+                                           const std::vector<int32_t>& prompt) {
   const model::Model& m = *Tiny().model;
-  auto pool = KvPool::Create(PageLayoutFor(m.config(), 16, dtype), 3);
+  auto pool = kvcache::KvPool::Create(PageLayoutFor(m.config(), 16, dtype), 3);
   EXPECT_TRUE(pool.ok()) << pool.status();
   std::vector<int32_t> blocks;
   while ((*pool)->num_free_blocks() > 0) blocks.push_back(*(*pool)->Allocate());
@@ -49,7 +50,7 @@ TEST(KvDtypeTest, Bf16PagesHoldTheF32PagesRoundedToNearestEven) {
   for (int i = 0; i < 37; ++i) prompt.push_back(5 + (i * 53) % 1200);
   const auto f32 = RunPrompt("f32", prompt);
   const auto bf16 = RunPrompt("bf16", prompt);
-  const PageLayout& l = f32->layout();
+  const kvcache::PageLayout& l = f32->layout();
   int64_t compared = 0, inexact = 0;
   for (int64_t pos = 0; pos < 48; ++pos) {
     const int32_t page = static_cast<int32_t>(pos / l.block_size);
@@ -77,8 +78,8 @@ TEST(KvDtypeTest, Bf16PagesHoldTheF32PagesRoundedToNearestEven) {
 
 TEST(KvDtypeTest, ABf16PageIsHalfAnF32PageSoABudgetHoldsTwiceThePages) {
   const LoadedModel& m = Tiny();
-  const PageLayout f32 = PageLayoutFor(m.model->config(), 16, "f32");
-  const PageLayout bf16 = PageLayoutFor(m.model->config(), 16, "bf16");
+  const kvcache::PageLayout f32 = PageLayoutFor(m.model->config(), 16, "f32");
+  const kvcache::PageLayout bf16 = PageLayoutFor(m.model->config(), 16, "bf16");
   EXPECT_EQ(2 * bf16.page_bytes(), f32.page_bytes());
   EngineOptions o;
   o.threads = 1;
@@ -100,7 +101,7 @@ TEST(KvDtypeTest, OtherDtypesAreRefusedNamingTheFlagAndTheChoices) {
   ThreadPool threads(1);
   for (const std::string bad : {"f16", "fp8", "", "BF16", "float32"}) {
     SCOPED_TRACE("'" + bad + "'");
-    const absl::Status check = CheckKvCacheDtype(bad);
+    const absl::Status check = kvcache::CheckKvCacheDtype(bad);
     EXPECT_EQ(check.code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(check.message(), HasSubstr("--kv-cache-dtype"));
     EXPECT_THAT(check.message(), HasSubstr("bf16 or f32"));
@@ -116,12 +117,12 @@ TEST(KvDtypeTest, OtherDtypesAreRefusedNamingTheFlagAndTheChoices) {
     p.max_tokens = 2;
     EXPECT_EQ(Generate(m, &threads, {5, 6}, p, g, nullptr).status(), check);
 
-    PageLayout l = PageLayoutFor(m.model->config(), 16, "bf16");
+    kvcache::PageLayout l = PageLayoutFor(m.model->config(), 16, "bf16");
     l.dtype = bad;
-    EXPECT_EQ(KvPool::Create(l, 4).status(), check);
+    EXPECT_EQ(kvcache::KvPool::Create(l, 4).status(), check);
   }
-  EXPECT_TRUE(CheckKvCacheDtype("bf16").ok());
-  EXPECT_TRUE(CheckKvCacheDtype("f32").ok());
+  EXPECT_TRUE(kvcache::CheckKvCacheDtype("bf16").ok());
+  EXPECT_TRUE(kvcache::CheckKvCacheDtype("f32").ok());
 }
 
 }  // namespace

@@ -14,9 +14,9 @@
 #include "common/strings.h"
 #include "engine/engine.h"
 #include "engine/generator.h"
-#include "engine/kv_ranges.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_ranges.h"
 #include "tests/unit/engine/test_models.h"
 
 namespace baton::engine {
@@ -38,7 +38,7 @@ EngineOptions Options() {
 
 // Copies what the prefill engine computed into the decode engine's reserved pages, range
 // by range, as the UCX sink puts them.
-class CopySink : public KvSink {
+class CopySink : public kvcache::KvSink {
  public:
   CopySink(Engine* from, Engine* to, const KvReservation& r, int64_t prompt_len)
       : from_(from),
@@ -52,7 +52,7 @@ class CopySink : public KvSink {
     EXPECT_TRUE(layer == last_layer_ + 1 || layer == 0) << "layers come in order";
     last_layer_ = layer;
     const int64_t page_bytes = from_->kv_layout().page_bytes();
-    cursor_.OnLayerWritten(layer, start, count, [&](const KvRange& r) {
+    cursor_.OnLayerWritten(layer, start, count, [&](const kvcache::KvRange& r) {
       ASSERT_GE(r.block, first_block_);
       ASSERT_LT(r.block - first_block_, static_cast<int64_t>(pages_.size()));
       const std::byte* src = from_->kv_pool_data() + table[r.block] * page_bytes + r.offset;
@@ -75,7 +75,7 @@ class CopySink : public KvSink {
   Engine* from_;
   Engine* to_;
   std::vector<int32_t> pages_;
-  KvPushCursor cursor_;
+  kvcache::KvPushCursor cursor_;
   int64_t first_block_;
   int64_t last_layer_ = -1;
   int64_t bytes_ = 0;

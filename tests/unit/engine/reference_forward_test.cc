@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/kv_pool.h"
 #include "engine/model_runner.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_pool.h"
 #include "model/model.h"
 #include "model/synthetic_model.h"
 
@@ -71,7 +71,7 @@ TEST_P(ReferenceForwardTest, LogitsMatchFloat64Reference) {
   std::vector<int32_t> tokens(40);
   for (int32_t& t : tokens) t = token(rng);
 
-  auto pool = *KvPool::Create(PageLayoutFor(m.config(), 16, dc.kv_dtype), 8);
+  auto pool = *kvcache::KvPool::Create(PageLayoutFor(m.config(), 16, dc.kv_dtype), 8);
   std::vector<int32_t> blocks;
   while (pool->num_free_blocks() > 0) blocks.push_back(*pool->Allocate());
   ThreadPool threads(2);

@@ -63,7 +63,7 @@ std::unique_ptr<Sequence> MakeSeq(const NewSeq& n, int64_t block_size) {
 
 void RunTable(const Table& t) {
   SCOPED_TRACE(t.name);
-  BlockManager blocks(t.pages, t.prefix_cache, nullptr);
+  kvcache::BlockManager blocks(t.pages, t.prefix_cache, nullptr);
   Scheduler sched(t.config, &blocks);
   for (size_t step = 0; step < t.steps.size(); ++step) {
     SCOPED_TRACE(::testing::Message() << "step " << step + 1);
@@ -222,7 +222,7 @@ TEST(SchedulerTest, PrefixCacheSkipsCachedBlocks) {
 }
 
 TEST(SchedulerTest, AddRefusesWhatCanNeverRunAndAFullQueue) {
-  BlockManager blocks(4, true, nullptr);
+  kvcache::BlockManager blocks(4, true, nullptr);
   SchedulerConfig c = Config(4, 4, 64, 64);
   c.max_waiting = 1;
   c.max_model_len = 32;

@@ -13,9 +13,9 @@
 #include <vector>
 
 #include "common/strings.h"
-#include "engine/kv_pool.h"
 #include "engine/model_runner.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_pool.h"
 #include "model/model.h"
 #include "nlohmann/json.hpp"
 
@@ -38,7 +38,7 @@ nlohmann::json ReadJson(const std::string& path) {
 // One sequence, run through the runner with its own pages.
 class Sequence {
  public:
-  Sequence(KvPool* pool, int64_t capacity) : pool_(pool) {
+  Sequence(kvcache::KvPool* pool, int64_t capacity) : pool_(pool) {
     const int64_t bs = pool->layout().block_size;
     for (int64_t i = 0; i < (capacity + bs - 1) / bs; ++i) blocks_.push_back(*pool->Allocate());
   }
@@ -52,7 +52,7 @@ class Sequence {
   }
 
  private:
-  KvPool* pool_;
+  kvcache::KvPool* pool_;
   std::vector<int32_t> blocks_;
   int64_t pos_ = 0;
 };
@@ -65,10 +65,10 @@ constexpr char kLlama2cKv[] = "f32";
 struct Engine {
   explicit Engine(const model::Model& model, int threads = 2, int64_t blocks = 256,
                   const std::string& kv_dtype = "bf16")
-      : pool(*KvPool::Create(PageLayoutFor(model.config(), 16, kv_dtype), blocks)),
+      : pool(*kvcache::KvPool::Create(PageLayoutFor(model.config(), 16, kv_dtype), blocks)),
         threads(threads),
         runner(model, pool.get(), &this->threads) {}
-  std::unique_ptr<KvPool> pool;
+  std::unique_ptr<kvcache::KvPool> pool;
   ThreadPool threads;
   ModelRunner runner;
 };

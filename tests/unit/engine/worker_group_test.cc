@@ -182,7 +182,7 @@ Batch PrefillBatch(int64_t vocab, int64_t block_size) {
 ForwardOutput OneRank(const std::string& path, const Batch& b, const std::string& kv_dtype) {
   auto m = LoadModel(path);
   EXPECT_TRUE(m.ok()) << m.status();
-  auto pool = KvPool::Create(PageLayoutFor(m->model->config(), 16, kv_dtype), 64);
+  auto pool = kvcache::KvPool::Create(PageLayoutFor(m->model->config(), 16, kv_dtype), 64);
   ThreadPool threads(1);
   ModelRunner runner(*m->model, pool->get(), &threads);
   ForwardOutput out;
@@ -193,10 +193,10 @@ ForwardOutput OneRank(const std::string& path, const Batch& b, const std::string
 
 // Runs the batch on a group's leader backend (the followers run alongside).
 ForwardOutput OnGroup(Group& g, const Batch& b, const std::string& kv_dtype,
-                      std::unique_ptr<KvPool>* pool_out = nullptr) {
+                      std::unique_ptr<kvcache::KvPool>* pool_out = nullptr) {
   const model::ModelConfig& config = g.leader_model().model->config();
   model::Shard shard = *model::PlanShard(config, PlacementOf(g.options()));
-  auto pool = KvPool::Create(PageLayoutFor(shard, config, 16, kv_dtype), 64);
+  auto pool = kvcache::KvPool::Create(PageLayoutFor(shard, config, 16, kv_dtype), 64);
   EXPECT_TRUE(pool.ok());
   ForwardOutput out;
   {
@@ -346,7 +346,7 @@ TEST(WorkerGroup, EachRanksPageLayoutNamesItsSlice) {
       for (int tr = 0; tr < tp; ++tr) {
         auto shard = model::PlanShard(c, {tr, tp, pr, pp});
         ASSERT_TRUE(shard.ok()) << shard.status();
-        const PageLayout l = PageLayoutFor(*shard, c, 16, "bf16");
+        const kvcache::PageLayout l = PageLayoutFor(*shard, c, 16, "bf16");
         EXPECT_EQ(l.tp_rank, tr);
         EXPECT_EQ(l.tp_size, tp);
         EXPECT_EQ(l.pp_rank, pr);
@@ -430,7 +430,7 @@ TEST(WorkerGroup, EngineOnTensorParallelGroupGivesOneRanksTokens) {
   auto loaded = LoadModel(kTiny);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
   const LoadedModel& one = *loaded;
-  const PageLayout full = PageLayoutFor(one.model->config(), 16, base.kv_cache_dtype);
+  const kvcache::PageLayout full = PageLayoutFor(one.model->config(), 16, base.kv_cache_dtype);
   base.kv_cache_bytes = 14 * full.page_bytes();
   base.max_batched_tokens = 64;
   base.max_running = 8;
@@ -460,7 +460,7 @@ TEST(WorkerGroup, EngineOnTensorParallelGroupWithBf16PagesGivesEachRequestAlones
   ASSERT_EQ(base.kv_cache_dtype, "bf16");
   auto loaded = LoadModel(kTiny);
   ASSERT_TRUE(loaded.ok()) << loaded.status();
-  const PageLayout full = PageLayoutFor(loaded->model->config(), 16, base.kv_cache_dtype);
+  const kvcache::PageLayout full = PageLayoutFor(loaded->model->config(), 16, base.kv_cache_dtype);
   base.max_batched_tokens = 64;
   base.max_running = 8;
   base.threads = 1;
@@ -509,13 +509,13 @@ TEST(WorkerGroup, TheFollowersTakeTheLeadersKvDtype) {
   for (const std::string dtype : {"f32", "bf16"}) {
     SCOPED_TRACE(dtype);
     Group g(kTiny, 2, 1, std::chrono::seconds(20), /*start_followers=*/false);
-    PageLayout follower_layout;
+    kvcache::PageLayout follower_layout;
     int64_t follower_pages = 0;
     g.rank(1).follower = std::thread([&] {
       GroupOptions o = g.options();
       o.rank = 1;
       RankKvSetup kv;
-      kv.make = [&](KvPool* pool) -> absl::StatusOr<std::unique_ptr<RankKv>> {
+      kv.make = [&](kvcache::KvPool* pool) -> absl::StatusOr<std::unique_ptr<RankKv>> {
         follower_layout = pool->layout();
         follower_pages = pool->num_blocks();
         return std::unique_ptr<RankKv>();

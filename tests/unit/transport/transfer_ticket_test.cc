@@ -16,8 +16,8 @@
 #include "absl/time/time.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_checksum.h"
 #include "kvcache/slice_copy.h"
-#include "transport/kv_checksum.h"
 #include "xxhash.h"
 
 namespace baton::transport {
@@ -672,15 +672,15 @@ TEST(SliceKvChecksumTest, SenderAndReceiverAgreeOnTheBytesThatMoved) {
   if (HasFatalFailure()) return;
 
   const auto sender = [&] {
-    return SliceKvChecksum(src_pool.data(), src, dst, SliceSide::kSource, src_pages, kFirstBlock,
-                           kPrompt);
+    return kvcache::SliceKvChecksum(src_pool.data(), src, dst, kvcache::SliceSide::kSource,
+                                    src_pages, kFirstBlock, kPrompt);
   };
   const auto receiver = [&] {
-    return SliceKvChecksum(dst_pool.data(), src, dst, SliceSide::kDestination, dst_pages,
-                           kFirstBlock, kPrompt);
+    return kvcache::SliceKvChecksum(dst_pool.data(), src, dst, kvcache::SliceSide::kDestination,
+                                    dst_pages, kFirstBlock, kPrompt);
   };
-  const KvChecksum want = sender();
-  const KvChecksum got = receiver();
+  const kvcache::KvChecksum want = sender();
+  const kvcache::KvChecksum got = receiver();
   EXPECT_EQ(got.hash, want.hash);
   EXPECT_EQ(got.bytes, want.bytes);
   // 3 layers x K, V x (4 + 4 + 2) positions x 2 shared heads x 3 lanes x 4 bytes.
@@ -723,7 +723,7 @@ TEST(SliceKvChecksumTest, SenderAndReceiverAgreeOnTheBytesThatMoved) {
   for (const size_t at : {dst_at(2, 0, 0, 2, 2), dst_at(2, 2, 1, 3, 3) + 11, dst_at(0, 0, 0, 0, 0),
                           dst_at(1, 2, 1, 3, 1)}) {
     dst_pool[at] ^= std::byte{0x80};
-    const KvChecksum after = receiver();
+    const kvcache::KvChecksum after = receiver();
     EXPECT_EQ(after.hash, want.hash) << at;
     EXPECT_EQ(after.bytes, want.bytes) << at;
     dst_pool[at] ^= std::byte{0x80};
@@ -740,12 +740,13 @@ TEST(SliceKvChecksumTest, EqualSlicesAgreeWithThePromptChecksumBytes) {
   std::vector<std::byte> pool(static_cast<size_t>(4 * l.page_bytes()));
   for (size_t i = 0; i < pool.size(); ++i) pool[i] = static_cast<std::byte>(i * 31 + 7);
   const std::vector<int32_t> pages = {3, 1};
-  const KvChecksum slice =
-      SliceKvChecksum(pool.data(), l, l, SliceSide::kSource, pages, /*first_block=*/1, 40);
-  const KvChecksum prompt = PromptKvChecksum(pool.data(), l, pages, 1, 40);
+  const kvcache::KvChecksum slice = kvcache::SliceKvChecksum(
+      pool.data(), l, l, kvcache::SliceSide::kSource, pages, /*first_block=*/1, 40);
+  const kvcache::KvChecksum prompt = kvcache::PromptKvChecksum(pool.data(), l, pages, 1, 40);
   EXPECT_EQ(slice.bytes, prompt.bytes);
   EXPECT_EQ(slice.bytes, static_cast<uint64_t>(l.page_bytes() + 2 * 2 * 8 * 4 * 4 * 4));
-  const KvChecksum back = SliceKvChecksum(pool.data(), l, l, SliceSide::kDestination, pages, 1, 40);
+  const kvcache::KvChecksum back =
+      kvcache::SliceKvChecksum(pool.data(), l, l, kvcache::SliceSide::kDestination, pages, 1, 40);
   EXPECT_EQ(back.hash, slice.hash);
 }
 

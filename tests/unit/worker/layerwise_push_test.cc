@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/kv_pool.h"
 #include "engine/model_runner.h"
 #include "gtest/gtest.h"
+#include "kvcache/kv_pool.h"
 #include "model/model.h"
 #include "transport/registered_region.h"
 #include "transport/ucx_endpoint.h"
@@ -21,10 +21,10 @@ namespace baton::worker {
 namespace {
 
 using engine::ForwardOutput;
-using engine::KvPool;
 using engine::LogitsWanted;
 using engine::ModelRunner;
 using engine::SequenceInput;
+using kvcache::KvPool;
 using transport::RegisteredRegion;
 using transport::UcxEndpoint;
 using transport::UcxWorker;

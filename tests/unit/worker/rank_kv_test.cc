@@ -8,7 +8,7 @@
 
 #include "baton/internal/v1/rank_kv.pb.h"
 #include "gtest/gtest.h"
-#include "transport/kv_checksum.h"
+#include "kvcache/kv_checksum.h"
 #include "worker/rank_kv.h"
 #include "worker/transfer_ticket_proto.h"
 
@@ -57,8 +57,8 @@ struct Fixture {
     for (int s = 0; s < 2; ++s) {
       ToProto(Half(s), verify.add_sender_ranks());
       // What sender rank s would report had its bytes arrived as they are in `pool`.
-      const transport::KvChecksum sum = transport::SliceKvChecksum(
-          pool.data(), Half(s), local, transport::SliceSide::kDestination, pages, 1, 14);
+      const kvcache::KvChecksum sum = kvcache::SliceKvChecksum(
+          pool.data(), Half(s), local, kvcache::SliceSide::kDestination, pages, 1, 14);
       ToProto(transport::SliceSum{s, 0, sum.hash, sum.bytes}, verify.add_expected());
     }
   }
@@ -148,8 +148,8 @@ TEST(VerifySliceSums, Bf16PagesAreCheckedByTheirOwnBytes) {
       PageLayout sender = Half(s);
       sender.dtype = dtypes[d];
       ToProto(sender, verify.add_sender_ranks());
-      const transport::KvChecksum sum = transport::SliceKvChecksum(
-          pool.data(), sender, local, transport::SliceSide::kDestination, pages, 1, 14);
+      const kvcache::KvChecksum sum = kvcache::SliceKvChecksum(
+          pool.data(), sender, local, kvcache::SliceSide::kDestination, pages, 1, 14);
       ToProto(transport::SliceSum{s, 0, sum.hash, sum.bytes}, verify.add_expected());
       checked[d] += sum.bytes;
     }

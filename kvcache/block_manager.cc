@@ -1,11 +1,11 @@
-#include "engine/block_manager.h"
+#include "kvcache/block_manager.h"
 
 #include <utility>
 
 #include "common/check.h"
 #include "common/strings.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 
 BlockManager::BlockManager(int64_t num_blocks, bool enable_prefix_cache,
                            kvcache::KvEventPublisher* events)
@@ -183,4 +183,4 @@ void BlockManager::UnlinkIdle(int32_t block) {
   prev_[block] = next_[block] = kNone;
 }
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache

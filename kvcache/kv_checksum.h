@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/kv_pool.h"
+#include "kvcache/kv_pool.h"
 
-namespace baton::transport {
+namespace baton::kvcache {
 
 struct KvChecksum {
   uint64_t hash = 0;
@@ -34,4 +34,4 @@ KvChecksum SliceKvChecksum(const void* pool, const kvcache::PageLayout& src,
                            const kvcache::PageLayout& dst, SliceSide side,
                            std::span<const int32_t> pages, int64_t first_block, int64_t prompt_len);
 
-}  // namespace baton::transport
+}  // namespace baton::kvcache

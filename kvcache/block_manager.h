@@ -20,7 +20,7 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/kv_events.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 
 struct PrefixCacheCounters {
   int64_t queried_tokens = 0;  // prompt tokens looked up
@@ -96,4 +96,4 @@ class BlockManager {
   std::vector<kvcache::KvEvent> pending_;
 };
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache

@@ -1,4 +1,4 @@
-#include "engine/block_manager.h"
+#include "kvcache/block_manager.h"
 
 #include <algorithm>
 #include <map>
@@ -8,7 +8,7 @@
 
 #include "gtest/gtest.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 namespace {
 
 constexpr int64_t kBs = 4;
@@ -307,4 +307,4 @@ TEST(BlockManagerTest, MatchesANaivePrefixCacheUnderRandomOperations) {
 }
 
 }  // namespace
-}  // namespace baton::engine
+}  // namespace baton::kvcache

@@ -1,4 +1,4 @@
-#include "engine/kv_pool.h"
+#include "kvcache/kv_pool.h"
 
 #include <sys/mman.h>
 
@@ -11,7 +11,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 
 absl::Status CheckKvCacheDtype(std::string_view dtype) {
   if (dtype == "bf16" || dtype == "f32") return absl::OkStatus();
@@ -85,4 +85,4 @@ void KvPool::Free(int32_t block) {
   free_.push_back(block);
 }
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache

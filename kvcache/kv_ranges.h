@@ -9,9 +9,9 @@
 #include <cstdint>
 #include <span>
 
-#include "engine/kv_pool.h"
+#include "kvcache/kv_pool.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 
 struct KvRange {
   int64_t block = 0;   // index in the sequence's block table
@@ -90,4 +90,4 @@ class KvPushCursor {
   bool started_ = false;
 };
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache

@@ -13,7 +13,7 @@
 
 #include "absl/status/status.h"
 
-namespace baton::engine {
+namespace baton::kvcache {
 
 class KvSink {
  public:
@@ -37,4 +37,4 @@ class KvSink {
   virtual uint64_t group_push() const { return 0; }
 };
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache

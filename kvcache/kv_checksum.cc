@@ -1,14 +1,14 @@
-#include "transport/kv_checksum.h"
+#include "kvcache/kv_checksum.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "common/check.h"
-#include "engine/kv_ranges.h"
+#include "kvcache/kv_ranges.h"
 #include "kvcache/slice_copy.h"
 #include "xxhash.h"
 
-namespace baton::transport {
+namespace baton::kvcache {
 namespace {
 
 // XXH3-64 over byte runs fed in order, and their count.
@@ -46,7 +46,7 @@ KvChecksum PromptKvChecksum(const void* pool, const kvcache::PageLayout& layout,
   const int64_t page_bytes = layout.page_bytes();
   for (size_t i = 0; i < pages.size(); ++i) {
     const int64_t block = first_block + static_cast<int64_t>(i);
-    engine::ForEachBlockRange(layout, block, prompt_len, [&](const engine::KvRange& r) {
+    kvcache::ForEachBlockRange(layout, block, prompt_len, [&](const kvcache::KvRange& r) {
       hash.Add(base + pages[i] * page_bytes + r.offset, r.bytes);
     });
   }
@@ -76,4 +76,4 @@ KvChecksum SliceKvChecksum(const void* pool, const kvcache::PageLayout& src,
   return hash.Done();
 }
 
-}  // namespace baton::transport
+}  // namespace baton::kvcache

@@ -16,9 +16,7 @@
 #include "absl/status/statusor.h"
 #include "kvcache/page_layout.h"
 
-namespace baton::engine {
-
-using kvcache::PageLayout;
+namespace baton::kvcache {
 
 // The KV element types the CPU engine holds (EngineOptions::kv_cache_dtype, the flag
 // --kv-cache-dtype): "bf16", the default, and "f32", for comparisons with f32 oracles.
@@ -61,4 +59,4 @@ class KvPool {
   std::vector<bool> allocated_;
 };
 
-}  // namespace baton::engine
+}  // namespace baton::kvcache
