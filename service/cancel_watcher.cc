@@ -149,11 +149,14 @@ void CancelWatcher::Run() {
     lock.lock();
     ids.clear();
     for (int i = 0; i < n; ++i) {
-      if (events[i].data.u64 == 0) {
+      // A copy: epoll_event is packed on x86-64, so its u64 may sit misaligned and must
+      // not be bound to a reference (push_back's).
+      const uint64_t id = events[i].data.u64;
+      if (id == 0) {
         uint64_t count = 0;
         (void)!read(wake_, &count, sizeof count);
       } else {
-        ids.push_back(events[i].data.u64);
+        ids.push_back(id);
       }
     }
     if (polled_ > 0 && std::chrono::steady_clock::now() >= next_poll) {
