@@ -9,9 +9,8 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "router/choice_decoder.h"
-#include "router/generation.h"
-#include "router/remote_prefill.h"
 #include "router/request_builder.h"
+#include "router/request_run.h"
 #include "service/grpc_status.h"
 
 namespace baton::router {
@@ -84,76 +83,20 @@ class GenerateCall {
     }
     absl::StatusOr<Route> route = c_.pool->Pick(
         std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
-        wire_.cache_salt(), session_);
+        wire_.cache_salt(), run_options_.session);
     if (!route.ok()) {
       final_status_ = route.status();
       Advance();
       return;
     }
     worker_started_ = true;
-    route_ = *std::move(route);
-    record_.policy = route_.policy;
-    record_.expected_cached_tokens = route_.expected_cached_tokens;
-    record_.timings.route_seconds = route_.route_seconds;
-    if (route_.prefill != nullptr) {
-      EnsureSeed(&wire_);
-      prefill_ = route_.prefill;
-      StartPrefill();
-    } else {
-      StartWorker();
-    }
-  }
-
-  void StartWorker() {
-    reader_ = route_.decode->stub()->PrepareAsyncGenerate(worker_ctx_.get(), wire_, cq_);
-    reader_->StartCall(&worker_start_step_);
-  }
-
-  // The prefill leg of a split route (docs/disaggregation.md); one attempt at a time.
-  void StartPrefill() {
-    transfer_id_ = TransferId(wire_, attempt_);
-    prefill_req_ = PrefillCall(wire_, transfer_id_, route_);
-    prefill_ctx_ = std::make_unique<grpc::ClientContext>();
-    if (has_deadline_) prefill_ctx_->set_deadline(ctx_.deadline());
-    prefill_in_flight_ = true;
-    prefill_started_ = Clock::now();
-    prefill_reader_ = prefill_->stub()->PrepareAsyncPrefill(prefill_ctx_.get(), prefill_req_, cq_);
-    prefill_reader_->StartCall();
-    prefill_reader_->Finish(&prefill_resp_, &prefill_status_, &prefill_step_);
-  }
-
-  void OnPrefillDone(bool /*ok*/) {
-    prefill_in_flight_ = false;
-    AddPrefillCall(prefill_status_, prefill_resp_, Seconds(Clock::now() - prefill_started_),
-                   &prefill_timings_);
-    if (prefill_status_.ok() && !client_cancelled_) {
-      RecordPrefill(route_, prefill_status_, prefill_resp_, {});
-      wire_.set_kv_transfer_id(transfer_id_);
-      StartWorker();
-      return;
-    }
-    const AfterPrefill next =
-        client_cancelled_ ? AfterPrefill{}
-                          : DecideAfterPrefillFailure(route_, prefill_, prefill_status_, attempt_);
-    RecordPrefill(route_, prefill_status_, prefill_resp_, next);
-    switch (next.action) {
-      case AfterPrefill::kRetry:
-        ++attempt_;
-        prefill_ = next.worker;
-        StartPrefill();
-        return;
-      case AfterPrefill::kLocal:
-        StartWorker();  // the decode worker computes the prompt itself
-        return;
-      case AfterPrefill::kFail:
-        ReleaseTransfer(*route_.decode, transfer_id_, cq_);
-        worker_done_ = true;
-        final_status_ = client_cancelled_ ? absl::CancelledError("the request was cancelled")
-                                          : prefill_->ToStatus(prefill_status_);
-        Advance();
-        MaybeDelete();
-        return;
-    }
+    record_.policy = route->policy;
+    record_.expected_cached_tokens = route->expected_cached_tokens;
+    record_.timings.route_seconds = route->route_seconds;
+    run_ = RequestRun::Start(cq_, *std::move(route), std::move(wire_), *std::move(decoder_),
+                             std::move(run_options_),
+                             {.on_delta = [this](const ChoiceDelta& d) { Deliver(d); },
+                              .on_done = [this](const absl::Status& s) { OnRunDone(s); }});
   }
 
   absl::Status Prepare() {
@@ -163,43 +106,14 @@ class GenerateCall {
     // gRPC's "no deadline" is a time point centuries away; only a real one is passed on.
     const auto deadline = ctx_.deadline();
     if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
-      worker_ctx_->set_deadline(deadline);
-      has_deadline_ = true;
+      run_options_.deadline = deadline;
     }
     request_id_ = built.generation.request_id;
-    session_ = built.generation.session;
+    run_options_.session = built.generation.session;
     record_.timings.tokenize_seconds = built.tokenize_seconds;
     BATON_ASSIGN_OR_RETURN(wire_, WorkerRequest(built.generation, 0));
     decoder_.emplace(0, c_.model->tokenizer(), built.generation);
     return absl::OkStatus();
-  }
-
-  void OnWorkerStart(bool ok) {
-    if (ok) {
-      reader_->Read(&msg_, &worker_read_step_);
-    } else {
-      reader_->Finish(&worker_status_, &worker_finish_step_);
-    }
-  }
-
-  void OnWorkerRead(bool ok) {
-    if (!ok) {  // the worker closed the stream (or it was cancelled)
-      reader_->Finish(&worker_status_, &worker_finish_step_);
-      return;
-    }
-    route_.PromptDone();
-    ++worker_messages_;
-    ChoiceDelta d;
-    absl::StatusOr<bool> has_delta = decoder_->Process(msg_, &d);
-    if (!has_delta.ok()) {
-      worker_error_ = has_delta.status();
-      worker_ctx_->TryCancel();
-    } else if (*has_delta) {
-      Deliver(d);
-      // The worker would generate on; its stream then ends CANCELLED.
-      if (d.finished && decoder_->stopped_by_string()) worker_ctx_->TryCancel();
-    }
-    reader_->Read(&msg_, &worker_read_step_);  // until the worker closes the stream
   }
 
   void Deliver(const ChoiceDelta& d) {
@@ -220,10 +134,10 @@ class GenerateCall {
       record_.completion_tokens = d.completion_tokens;
       RequestTimings& t = record_.timings;
       t.queue_seconds = d.queue_seconds;
-      t.prefill_seconds = prefill_timings_.seconds;
-      t.prefill_queue_seconds = prefill_timings_.queue_seconds;
-      t.prefill_compute_seconds = prefill_timings_.compute_seconds;
-      t.kv_transfer_seconds = prefill_timings_.kv_transfer_seconds;
+      t.prefill_seconds = d.prefill.seconds;
+      t.prefill_queue_seconds = d.prefill.queue_seconds;
+      t.prefill_compute_seconds = d.prefill.compute_seconds;
+      t.kv_transfer_seconds = d.prefill.kv_transfer_seconds;
     }
     if (client_gone_) return;
     if (!has_pending_) {
@@ -247,45 +161,10 @@ class GenerateCall {
     Advance();
   }
 
-  // A serving worker that could not be reached before it sent anything is marked down
-  // and the request starts over, once, on another worker (docs/routing.md).
-  bool Reroute() {
-    if (rerouted_ || worker_messages_ > 0 || client_cancelled_ || client_gone_ ||
-        !worker_error_.ok() || worker_status_.error_code() != grpc::StatusCode::UNAVAILABLE) {
-      return false;
-    }
-    absl::StatusOr<Route> next = RerouteAfterFailure(
-        route_, std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
-        wire_.cache_salt(), session_);
-    if (!next.ok()) return false;
-    rerouted_ = true;
-    route_ = *std::move(next);
-    reader_.reset();  // it refers to the old context
-    worker_ctx_ = std::make_unique<grpc::ClientContext>();
-    if (has_deadline_) worker_ctx_->set_deadline(ctx_.deadline());
-    worker_status_ = grpc::Status();
-    wire_.clear_kv_transfer_id();
-    if (route_.prefill != nullptr) {
-      EnsureSeed(&wire_);
-      prefill_ = route_.prefill;
-      ++attempt_;  // a fresh transfer id
-      StartPrefill();
-    } else {
-      StartWorker();
-    }
-    return true;
-  }
-
-  void OnWorkerFinish(bool /*ok*/) {
-    if (Reroute()) return;
-    if (!transfer_id_.empty() && worker_messages_ == 0) {
-      ReleaseTransfer(*route_.decode, transfer_id_, cq_);
-    }
+  // The run's last act: the call may be deleted here.
+  void OnRunDone(const absl::Status& s) {
     worker_done_ = true;
-    final_status_ = !worker_error_.ok()
-                        ? worker_error_
-                        : StreamEndStatus(*decoder_, client_cancelled_ || client_gone_,
-                                          worker_status_, *route_.decode);
+    final_status_ = s;
     Advance();
     MaybeDelete();
   }
@@ -315,7 +194,7 @@ class GenerateCall {
     if (!ok) {  // the client went away: drop what is gathered and stop the worker
       client_gone_ = true;
       has_pending_ = false;
-      worker_ctx_->TryCancel();
+      run_->Cancel();
     }
     Advance();
   }
@@ -329,9 +208,7 @@ class GenerateCall {
     done_seen_ = true;
     if (ctx_.IsCancelled()) {  // a cancel or the deadline; after a normal finish it is false
       client_cancelled_ = true;
-      // A context cancelled before its call starts cancels the call as it starts.
-      if (worker_started_) worker_ctx_->TryCancel();
-      if (prefill_in_flight_) prefill_ctx_->TryCancel();
+      if (run_ != nullptr) run_->Cancel();
     }
     MaybeDelete();
   }
@@ -346,11 +223,12 @@ class GenerateCall {
       record_.api = "grpc";
       record_.request_id = request_id_;
       record_.status = absl::StatusCodeToString(finish_status_.code());
-      if (worker_started_) {
-        record_.worker = route_.decode->target();
-        if (route_.prefill != nullptr) record_.prefill_worker = route_.prefill->target();
+      if (run_ != nullptr) {
+        const Route& route = run_->route();
+        record_.worker = route.decode->target();
+        if (route.prefill != nullptr) record_.prefill_worker = route.prefill->target();
+        record_.rerouted = run_->rerouted();
       }
-      record_.rerouted = rerouted_;
       record_.timings.total_seconds = Seconds(Clock::now() - arrival_);
       c_.request_log->Write(record_);
     }
@@ -374,32 +252,13 @@ class GenerateCall {
   Clock::time_point arrival_;
   Clock::time_point last_token_;
   std::string request_id_;
-  std::string session_;   // routing affinity (prompt_cache_key)
   RequestRecord record_;  // the latency breakdown, and the --log-requests line
   std::optional<ChoiceDecoder> decoder_;
 
-  Route route_;
-  bool has_deadline_ = false;
-  int attempt_ = 0;
-  WorkerClient* prefill_ = nullptr;
-  std::string transfer_id_;
-  std::unique_ptr<grpc::ClientContext> prefill_ctx_;
-  std::unique_ptr<grpc::ClientAsyncResponseReader<ipb::PrefillResponse>> prefill_reader_;
-  ipb::PrefillRequest prefill_req_;
-  ipb::PrefillResponse prefill_resp_;
-  grpc::Status prefill_status_;
-  bool prefill_in_flight_ = false;
-  Clock::time_point prefill_started_;
-  PrefillTimings prefill_timings_;
-
-  std::unique_ptr<grpc::ClientContext> worker_ctx_ = std::make_unique<grpc::ClientContext>();
-  int worker_messages_ = 0;  // from the serving worker, on this route
-  bool rerouted_ = false;    // the one retry on another serving worker was used
+  // Built by Prepare, moved into the run.
   ipb::GenerateRequest wire_;
-  std::unique_ptr<grpc::ClientAsyncReader<ipb::GenerateResponse>> reader_;
-  ipb::GenerateResponse msg_;
-  grpc::Status worker_status_;
-  absl::Status worker_error_;  // a bad message from the worker
+  RunOptions run_options_;
+  std::unique_ptr<RequestRun> run_;  // null until the request is routed
 
   pb::GenerateResponse pending_;    // deltas gathered while a write is in flight
   pb::GenerateResponse in_flight_;  // owned by gRPC until the write completes
@@ -419,12 +278,8 @@ class GenerateCall {
   using Step = MemberTag<GenerateCall>;
   Step accept_step_{this, &GenerateCall::OnAccept};
   Step done_step_{this, &GenerateCall::OnClientDone};
-  Step worker_start_step_{this, &GenerateCall::OnWorkerStart};
-  Step worker_read_step_{this, &GenerateCall::OnWorkerRead};
-  Step worker_finish_step_{this, &GenerateCall::OnWorkerFinish};
   Step write_step_{this, &GenerateCall::OnWrite};
   Step finish_step_{this, &GenerateCall::OnFinish};
-  Step prefill_step_{this, &GenerateCall::OnPrefillDone};
 };
 
 }  // namespace

@@ -17,7 +17,9 @@
 //   if (!gen->status().ok()) ...             // the first failure ends every choice
 //
 // Cancel() (any thread) stops every sequence in the worker at once; the destructor does
-// too, and waits until every worker stream has ended.
+// too, and waits until every worker stream has ended. Each choice is one RequestRun
+// (router/request_run.h), which sequences it across the workers; a Generation only joins
+// the choices: their deltas into one stream, the first failure into the end of all.
 #pragma once
 
 #include <condition_variable>
@@ -30,25 +32,13 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "baton/internal/v1/worker.grpc.pb.h"
-#include "router/choice_decoder.h"
 #include "router/completion_loops.h"
 #include "router/generation_types.h"
-#include "router/worker_client.h"
+#include "router/request_run.h"
 #include "router/worker_pool.h"
 #include "tokenizer/tokenizer.h"
 
 namespace baton::router {
-
-// The worker's request for choice `choice` of `request` (the router keeps the stop
-// strings; a seed moves by the choice index so that the choices differ).
-absl::StatusOr<baton::internal::v1::GenerateRequest> WorkerRequest(const GenerationRequest& request,
-                                                                   int choice);
-
-// How one worker stream ended, once the router has read it to its close: OK when the
-// sequence's final delta was produced; Cancelled when the router cancelled it; else the
-// worker's status, or Internal for a stream that closed without its final message.
-absl::Status StreamEndStatus(const ChoiceDecoder& decoder, bool cancelled,
-                             const grpc::Status& status, const WorkerClient& worker);
 
 struct GenerationCallbacks {
   // Never concurrent with itself. It must not block: it runs on a loop's thread, which
@@ -86,46 +76,28 @@ class Generation {
   void Cancel();
   // Once done: where it ran last (a rerouted request's second route), and whether it was
   // rerouted.
-  const Route& route() const { return route_; }
-  bool rerouted() const { return rerouted_; }
+  const Route& route() const { return runs_.front()->route(); }
+  bool rerouted() const { return runs_.front()->rerouted(); }
 
  private:
-  class Leg;
-  Generation(grpc::CompletionQueue* cq, Route route,
-             std::shared_ptr<const tokenizer::Tokenizer> tokenizer, GenerationRequest request,
-             GenerationCallbacks callbacks);
-  absl::Status StartLegs();
-  void StartPrefill(Leg& leg);
-  void OnPrefillDone(Leg& leg, const grpc::Status& s);
-  void StartDecode(Leg& leg);
-  bool cancelled() const;
-  void OnRead(Leg& leg, bool ok);
-  void OnLegDone(Leg& leg, const grpc::Status& s);
-  // Starts the request over on another worker when that is safe; true when it did.
-  bool Reroute(const Leg& leg, const grpc::Status& s);
-  void Fail(absl::Status status);
-  void CancelAll();
+  Generation(GenerationRequest request, GenerationCallbacks callbacks);
+  absl::Status StartRuns(grpc::CompletionQueue* cq, Route route,
+                         std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
+  void OnDelta(const ChoiceDelta& d);
+  void OnRunDone(const absl::Status& status);
+  void CancelRuns();
 
-  grpc::CompletionQueue* cq_;  // every leg's, so that one thread runs them all
-  Route route_;
-  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
   GenerationRequest request_;
   GenerationCallbacks callbacks_;
-  // One per choice, plus a leg that replaced one on a rerouted request (the replaced one
-  // stays: its finish step may still be returning).
-  std::mutex legs_mu_;
-  std::vector<std::unique_ptr<Leg>> legs_;
-  bool rerouted_ = false;
-
-  std::mutex deliver_mu_;  // serializes on_delta
+  // One per choice; all on one queue, so their callbacks never overlap.
+  std::vector<std::unique_ptr<RequestRun>> runs_;
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  absl::Status status_;
-  bool cancelled_ = false;
-  int open_legs_ = 0;
-  bool started_ = false;  // the calls were started (set before any callback can run)
-  bool done_ = false;     // every leg ended; on_done was handed its status
+  absl::Status status_;  // the first failure
+  int open_runs_ = 0;
+  bool started_ = false;  // the runs were started (set before any callback can run)
+  bool done_ = false;     // every run ended; on_done was handed its status
   // Pull mode's queue, filled by the push callbacks.
   std::deque<ChoiceDelta> queue_;
   bool pull_done_ = false;

@@ -14,10 +14,9 @@
 #include <thread>
 #include <vector>
 
-#include "baton/internal/v1/kv_transfer.grpc.pb.h"
-#include "baton/internal/v1/worker.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
+#include "tests/fakes/fake_worker.h"
 #include "tokenizer/loader.h"
 
 namespace baton::router {
@@ -27,109 +26,13 @@ namespace pb = ::baton::internal::v1;
 
 const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
 
-// Streams `script` one token per message; the last message is final unless `hang` (then it
-// waits until the call is cancelled). Records what it saw.
-class FakeWorker final : public pb::Worker::Service {
- public:
-  std::vector<int32_t> script;
-  std::string finish_reason = "length";
-  bool hang = false;
-  grpc::Status fail = grpc::Status::OK;
-  std::atomic<int> cancelled{0};
-  std::mutex mu;
-  std::vector<pb::GenerateRequest> requests;
-
-  // Prefill answers at once, or (prefill_hang) once the router has cancelled the call, as a
-  // worker that finished just as the cancel came would.
-  bool prefill_hang = false;
-  std::atomic<int> prefills{0};
-  grpc::Status Prefill(grpc::ServerContext* ctx, const pb::PrefillRequest*,
-                       pb::PrefillResponse*) override {
-    ++prefills;
-    while (prefill_hang && !ctx->IsCancelled()) {
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    return grpc::Status::OK;
-  }
-
-  grpc::Status Generate(grpc::ServerContext* ctx, const pb::GenerateRequest* req,
-                        grpc::ServerWriter<pb::GenerateResponse>* writer) override {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      requests.push_back(*req);
-    }
-    if (!fail.ok()) return fail;
-    for (size_t i = 0; i < script.size(); ++i) {
-      pb::GenerateResponse out;
-      out.add_token_ids(script[i]);
-      if (i == 0) {
-        out.mutable_usage()->set_prompt_tokens(req->prompt_ids_size());
-        out.mutable_usage()->set_cached_tokens(16);
-      }
-      const bool last = i + 1 == script.size() && !hang;
-      if (last) {
-        out.set_finished(true);
-        out.set_finish_reason(finish_reason);
-        out.mutable_usage()->set_prompt_tokens(req->prompt_ids_size());
-        out.mutable_usage()->set_cached_tokens(16);
-        out.mutable_usage()->set_completion_tokens(static_cast<int64_t>(script.size()));
-      }
-      if (!writer->Write(out) || ctx->IsCancelled()) {
-        ++cancelled;
-        return grpc::Status::CANCELLED;
-      }
-      // Give a router that stops early the chance to cancel before the script ends.
-      std::this_thread::sleep_for(std::chrono::milliseconds(2));
-    }
-    if (hang) {
-      while (!ctx->IsCancelled()) std::this_thread::sleep_for(std::chrono::milliseconds(2));
-      ++cancelled;
-      return grpc::Status::CANCELLED;
-    }
-    return grpc::Status::OK;
-  }
-};
-
-// A decode worker's KvTransfer service that only records the reservations it is asked to
-// give back.
-class FakeKvTransfer final : public pb::KvTransfer::Service {
- public:
-  std::mutex mu;
-  std::condition_variable cv;
-  std::vector<std::string> released;
-
-  grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
-                       pb::ReleaseResponse*) override {
-    std::lock_guard<std::mutex> lock(mu);
-    released.push_back(req->request_id());
-    cv.notify_all();
-    return grpc::Status::OK;
-  }
-  // The ids released within `seconds`, once at least one came.
-  std::vector<std::string> WaitForRelease(int seconds) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait_for(lock, std::chrono::seconds(seconds), [this] { return !released.empty(); });
-    return released;
-  }
-};
-
 class GenerationTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto files = tokenizer::LoadTokenizerFiles(kModel);
     ASSERT_TRUE(files.ok()) << files.status();
     tokenizer_ = files->tokenizer;
-    grpc::ServerBuilder builder;
-    int port = 0;
-    builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-    builder.RegisterService(&fake_);
-    builder.RegisterService(&kv_);
-    server_ = builder.BuildAndStart();
-    ASSERT_NE(port, 0);
-    client_ = std::make_unique<WorkerClient>("127.0.0.1:" + std::to_string(port));
-  }
-  void TearDown() override {
-    if (server_) server_->Shutdown(std::chrono::system_clock::now());
+    client_ = std::make_unique<WorkerClient>(server_.target());
   }
 
   std::vector<int32_t> Encode(const std::string& text) {
@@ -165,9 +68,9 @@ class GenerationTest : public ::testing::Test {
     return c;
   }
 
-  FakeWorker fake_;
-  FakeKvTransfer kv_;
-  std::unique_ptr<grpc::Server> server_;
+  fakes::FakeWorkerServer server_;
+  fakes::FakeWorker& fake_ = server_.worker;
+  fakes::FakeKvTransfer& kv_ = server_.kv;
   std::unique_ptr<WorkerClient> client_;
   // Two queues: a test's generations run on either.
   std::unique_ptr<CompletionLoops> loops_ = CompletionLoops::Create(2);
@@ -311,8 +214,7 @@ TEST_F(GenerationTest, WorkerErrorKeepsItsCodeAndMessage) {
 }
 
 TEST_F(GenerationTest, WorkerDownIsUnavailableNamingTheWorker) {
-  server_->Shutdown(std::chrono::system_clock::now());
-  server_.reset();
+  server_.Shutdown();
   Collected c = Run(Request());
   EXPECT_EQ(c.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(c.status.message().find(client_->target()), std::string::npos) << c.status;
