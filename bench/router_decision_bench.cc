@@ -15,8 +15,8 @@
 
 #include "CLI/CLI.hpp"
 #include "kvcache/block_hash.h"
-#include "router/kv_index.h"
-#include "router/routing_policy.h"
+#include "routing/kv_index.h"
+#include "routing/routing_policy.h"
 
 namespace baton::bench {
 namespace {

@@ -19,7 +19,7 @@
 #include "bench/router_sim_cluster.h"
 #include "bench/router_sim_workloads.h"
 #include "common/strings.h"
-#include "router/routing_policy.h"
+#include "routing/routing_policy.h"
 
 namespace baton::bench {
 namespace {

@@ -11,7 +11,7 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/block_manager.h"
 #include "kvcache/kv_events.h"
-#include "router/kv_index.h"
+#include "routing/kv_index.h"
 
 namespace baton::bench {
 namespace {

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "bench/router_sim_workloads.h"
-#include "router/routing_policy.h"
+#include "routing/routing_policy.h"
 
 namespace baton::bench {
 

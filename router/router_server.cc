@@ -7,9 +7,9 @@
 #include "common/strings.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
-#include "router/completion_loops.h"
-#include "router/grpc_api.h"
-#include "router/openai_server.h"
+#include "dispatch/completion_loops.h"
+#include "frontdoor/grpc/grpc_api.h"
+#include "frontdoor/openai/openai_server.h"
 
 namespace baton::router {
 

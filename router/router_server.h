@@ -13,13 +13,13 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "grpcpp/grpcpp.h"
-#include "router/completion_loops.h"
-#include "router/grpc_api.h"
-#include "router/openai_protocol.h"
-#include "router/request_log.h"
-#include "router/router_metrics.h"
-#include "router/served_model.h"
-#include "router/worker_client.h"
+#include "dispatch/completion_loops.h"
+#include "frontdoor/grpc/grpc_api.h"
+#include "frontdoor/openai/openai_protocol.h"
+#include "frontdoor/openai/request_log.h"
+#include "dispatch/router_metrics.h"
+#include "frontdoor/openai/served_model.h"
+#include "dispatch/worker_client.h"
 #include "service/cancel_watcher.h"
 #include "service/health_service.h"
 #include "service/http_options.h"
@@ -40,7 +40,7 @@ struct RouterOptions {
   int http_port = 8000;   // 0: any free port
   int grpc_port = 50051;  // 0: any free port; -1: no gRPC API
   // Threads (one completion queue each) running the router's gRPC calls: baton.v1
-  // Generate, and the worker streams of HTTP requests (router/completion_loops.h).
+  // Generate, and the worker streams of HTTP requests (dispatch/completion_loops.h).
   int grpc_threads = 1;
   std::string api_key;  // empty: no authentication
   ProtocolLimits limits;

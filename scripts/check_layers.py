@@ -22,13 +22,22 @@ MAY_USE = {
     "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "common"],
     "transport": ["kvcache", "common"],
     "service": ["proto", "common"],
-    "router": ["service", "kvcache", "template", "tokenizer", "proto", "common"],
+    "routing": ["kvcache", "proto", "common"],
+    "dispatch": ["routing", "service", "kvcache", "tokenizer", "proto", "common"],
+    "frontdoor": ["dispatch", "routing", "service", "kvcache", "template", "tokenizer", "proto",
+                  "common"],
+    "router": ["frontdoor", "dispatch", "routing", "service", "kvcache", "template", "tokenizer",
+               "proto", "common"],
     "worker": BELOW_SERVICES,
-    "prefill_worker": BELOW_SERVICES + ["router", "worker"],
-    "decode_worker": BELOW_SERVICES + ["router", "worker"],
-    "tools": BELOW_SERVICES + ["router", "worker", "prefill_worker", "decode_worker"],
+    "prefill_worker": BELOW_SERVICES + ["worker"],
+    "decode_worker": BELOW_SERVICES + ["worker"],
+    "tools": BELOW_SERVICES + ["routing", "dispatch", "frontdoor", "router", "worker",
+                               "prefill_worker", "decode_worker"],
 }
 LAYERS = set(MAY_USE)
+# Within a layer: the two front doors are siblings, and the gRPC one maps its requests
+# onto the OpenAI request model, never the other way round.
+FORBIDDEN = [("frontdoor/openai/", "frontdoor/grpc/")]
 # Generated protobuf headers are included by their proto path
 # ("baton/internal/v1/kv_events.pb.h") but belong to the proto layer.
 ALIASES = {"baton": "proto"}
@@ -52,6 +61,10 @@ def main() -> int:
                 m = INCLUDE.match(line)
                 if not m:
                     continue
+                rel = path.relative_to(root).as_posix()
+                for inside, banned in FORBIDDEN:
+                    if rel.startswith(inside) and line.split('"')[1].startswith(banned):
+                        errors.append(f"{rel}:{lineno}: '{inside}' may not include '{banned}'")
                 target = ALIASES.get(m.group(1), m.group(1))
                 if target in LAYERS and target != layer and target not in allowed:
                     errors.append(f"{path.relative_to(root)}:{lineno}: '{layer}' may not include "

@@ -3,7 +3,7 @@
 // service starts gRPC's own polling threads in the process ("nexting" threads). Those
 // then take reads off the sockets of every call in the process and hand them to the
 // threads that own the calls: in the router that was 2.7 more thread switches per token
-// (router/completion_loops.h, docs/perf/frontdoor.md). This one is a plain synchronous
+// (dispatch/completion_loops.h, docs/perf/frontdoor.md). This one is a plain synchronous
 // service: a probe's Check takes a sync-server thread for a moment, a Watch holds one
 // until the client leaves or the server stops. The router and the workers serve it.
 //

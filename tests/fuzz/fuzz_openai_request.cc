@@ -12,7 +12,7 @@
 #include "common/check.h"
 #include "common/utf8.h"
 #include "nlohmann/json.hpp"
-#include "router/openai_protocol.h"
+#include "frontdoor/openai/openai_protocol.h"
 
 namespace {
 

@@ -20,7 +20,7 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "router/openai_error.h"
+#include "frontdoor/openai/openai_error.h"
 #include "router/router_server.h"
 #include "tests/fakes/fake_worker.h"
 #include "tokenizer/loader.h"

@@ -4,7 +4,7 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "router/grpc_api.h"
+#include "frontdoor/grpc/grpc_api.h"
 
 namespace baton::router {
 namespace {

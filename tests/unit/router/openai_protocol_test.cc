@@ -1,4 +1,4 @@
-#include "router/openai_protocol.h"
+#include "frontdoor/openai/openai_protocol.h"
 
 #include <cmath>
 #include <string>

@@ -1,5 +1,5 @@
 // The --log-requests line: one JSON object per request, whole, whatever the client's bytes.
-#include "router/request_log.h"
+#include "frontdoor/openai/request_log.h"
 
 #include <cstdio>
 #include <string>

@@ -1,4 +1,4 @@
-// The router's gRPC work stays on its own loops (router/completion_loops.h): after HTTP
+// The router's gRPC work stays on its own loops (dispatch/completion_loops.h): after HTTP
 // and gRPC requests through a real RouterServer, no thread of gRPC's callback machinery
 // ("nexting_thread") exists in the process. Such threads poll every socket in the process
 // and hand each token's read to another thread (docs/perf/frontdoor.md, "One loop").

@@ -1,0 +1,219 @@
+#include "dispatch/request_run.h"
+
+#include <utility>
+
+#include "common/strings.h"
+#include "dispatch/remote_prefill.h"
+
+namespace baton::router {
+
+namespace pb = ::baton::internal::v1;
+using Clock = std::chrono::steady_clock;
+
+absl::StatusOr<pb::GenerateRequest> WorkerRequest(const GenerationRequest& r, int choice) {
+  if (r.params.stop_size() > 0) {
+    return absl::InvalidArgumentError("stop strings belong in GenerationRequest::stop");
+  }
+  pb::GenerateRequest wire;
+  wire.set_request_id(r.n == 1 ? r.request_id : StrCat(r.request_id, "-", choice));
+  wire.mutable_prompt_ids()->Add(r.prompt_ids.begin(), r.prompt_ids.end());
+  *wire.mutable_params() = r.params;
+  if (choice > 0 && r.params.has_seed()) wire.mutable_params()->set_seed(r.params.seed() + choice);
+  wire.set_priority(r.priority);
+  wire.set_cache_salt(r.cache_salt);
+  wire.set_detokenize(false);
+  return wire;
+}
+
+RequestRun::RequestRun(grpc::CompletionQueue* cq, Route route, pb::GenerateRequest wire,
+                       ChoiceDecoder decoder, RunOptions options, RunCallbacks callbacks)
+    : cq_(cq),
+      route_(std::move(route)),
+      wire_(std::move(wire)),
+      decoder_(std::move(decoder)),
+      options_(std::move(options)),
+      callbacks_(std::move(callbacks)) {}
+
+RequestRun::~RequestRun() = default;
+
+std::unique_ptr<RequestRun> RequestRun::Start(grpc::CompletionQueue* cq, Route route,
+                                              pb::GenerateRequest wire, ChoiceDecoder decoder,
+                                              RunOptions options, RunCallbacks callbacks) {
+  std::unique_ptr<RequestRun> run(new RequestRun(cq, std::move(route), std::move(wire),
+                                                 std::move(decoder), std::move(options),
+                                                 std::move(callbacks)));
+  run->Begin();
+  return run;
+}
+
+void RequestRun::Begin() {
+  if (route_.prefill != nullptr) {
+    // Both legs sample as one sequence: the first token on the prefill worker, the rest
+    // on the decode worker.
+    EnsureSeed(&wire_);
+    prefill_ = route_.prefill;
+    StartPrefill();
+  } else {
+    StartDecode();
+  }
+}
+
+bool RequestRun::cancelled() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return cancelled_;
+}
+
+void RequestRun::Cancel() {
+  std::lock_guard<std::mutex> lock(mu_);
+  cancelled_ = true;
+  // A context cancelled before its call starts cancels the call as it starts.
+  if (decode_ctx_ != nullptr) decode_ctx_->TryCancel();
+  if (prefill_ctx_ != nullptr) prefill_ctx_->TryCancel();
+}
+
+void RequestRun::StartPrefill() {
+  transfer_id_ = TransferId(wire_, attempt_);
+  prefill_req_ = PrefillCall(wire_, transfer_id_, route_);
+  prefill_started_ = Clock::now();
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (options_.deadline) ctx->set_deadline(*options_.deadline);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    prefill_ctx_ = std::move(ctx);
+    if (cancelled_) prefill_ctx_->TryCancel();  // a Cancel that came between attempts
+  }
+  prefill_reader_ = prefill_->stub()->PrepareAsyncPrefill(prefill_ctx_.get(), prefill_req_, cq_);
+  prefill_reader_->StartCall();
+  prefill_reader_->Finish(&prefill_resp_, &prefill_status_, &prefill_step_);
+}
+
+void RequestRun::OnPrefillDone(bool /*ok*/) {
+  AddPrefillCall(prefill_status_, prefill_resp_,
+                 std::chrono::duration<double>(Clock::now() - prefill_started_).count(),
+                 &prefill_timings_);
+  const bool was_cancelled = cancelled();
+  if (prefill_status_.ok() && !was_cancelled) {
+    route_.PromptDone();
+    RecordPrefill(route_, prefill_status_, prefill_resp_, {});
+    wire_.set_kv_transfer_id(transfer_id_);
+    StartDecode();
+    return;
+  }
+  const AfterPrefill next =
+      was_cancelled ? AfterPrefill{}
+                    : DecideAfterPrefillFailure(route_, prefill_, prefill_status_, attempt_);
+  RecordPrefill(route_, prefill_status_, prefill_resp_, next);
+  // A prefill worker that failed mid-transfer, or one that finished just as the cancel
+  // came, may leave this attempt's reservation on the decode worker.
+  ReleaseTransfer(*route_.decode, transfer_id_, cq_);
+  switch (next.action) {
+    case AfterPrefill::kRetry:
+      ++attempt_;
+      prefill_ = next.worker;
+      StartPrefill();
+      return;
+    case AfterPrefill::kLocal:
+      transfer_id_.clear();  // nothing is reserved for a prompt the decode worker computes
+      StartDecode();
+      return;
+    case AfterPrefill::kFail:
+      End(was_cancelled ? absl::CancelledError("the request was cancelled")
+                        : prefill_->ToStatus(prefill_status_));
+      return;
+  }
+}
+
+void RequestRun::StartDecode() {
+  auto ctx = std::make_unique<grpc::ClientContext>();
+  if (options_.deadline) ctx->set_deadline(*options_.deadline);
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    decode_ctx_ = std::move(ctx);
+    if (cancelled_) decode_ctx_->TryCancel();
+  }
+  decode_status_ = grpc::Status();
+  reader_ = route_.decode->stub()->PrepareAsyncGenerate(decode_ctx_.get(), wire_, cq_);
+  reader_->StartCall(&start_step_);
+}
+
+void RequestRun::OnDecodeStart(bool ok) {
+  if (ok) {
+    reader_->Read(&msg_, &read_step_);
+  } else {
+    reader_->Finish(&decode_status_, &finish_step_);
+  }
+}
+
+void RequestRun::OnRead(bool ok) {
+  if (!ok) {  // the stream ended (or was cancelled): its status, then OnDecodeFinish
+    reader_->Finish(&decode_status_, &finish_step_);
+    return;
+  }
+  ++messages_;
+  route_.PromptDone();
+  if (!error_.ok() || decoder_.ended()) {  // drained until the worker closes the stream
+    reader_->Read(&msg_, &read_step_);
+    return;
+  }
+  ChoiceDelta d;
+  absl::StatusOr<bool> has_delta = decoder_.Process(msg_, &d);
+  if (!has_delta.ok()) {
+    error_ = has_delta.status();
+    decode_ctx_->TryCancel();
+  } else if (*has_delta) {
+    if (d.finished) d.prefill = prefill_timings_;
+    callbacks_.on_delta(d);
+    // The worker would generate on; its stream then ends CANCELLED.
+    if (d.finished && decoder_.stopped_by_string()) decode_ctx_->TryCancel();
+  }
+  reader_->Read(&msg_, &read_step_);  // until the worker closes the stream
+}
+
+bool RequestRun::Reroute() {
+  if (!options_.may_reroute || rerouted_ || messages_ > 0 || !error_.ok() ||
+      decode_status_.error_code() != grpc::StatusCode::UNAVAILABLE || cancelled()) {
+    return false;
+  }
+  absl::StatusOr<Route> next = RerouteAfterFailure(
+      route_, std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
+      wire_.cache_salt(), options_.session);
+  if (!next.ok()) return false;
+  rerouted_ = true;
+  route_ = *std::move(next);
+  reader_.reset();  // it refers to the old context, which StartDecode replaces
+  wire_.clear_kv_transfer_id();
+  transfer_id_.clear();
+  attempt_ = 1;  // a fresh transfer id
+  Begin();
+  return true;
+}
+
+void RequestRun::ReleaseUnclaimedTransfer() {
+  if (!transfer_id_.empty() && messages_ == 0) ReleaseTransfer(*route_.decode, transfer_id_, cq_);
+}
+
+// How the decode stream ended, once read to its close.
+void RequestRun::OnDecodeFinish(bool /*ok*/) {
+  if (Reroute()) return;
+  ReleaseUnclaimedTransfer();
+  if (decoder_.ended()) {
+    End(absl::OkStatus());
+  } else if (!error_.ok()) {
+    End(error_);
+  } else if (cancelled()) {
+    End(absl::CancelledError("the request was cancelled"));
+  } else if (!decode_status_.ok()) {
+    End(route_.decode->ToStatus(decode_status_));
+  } else {
+    End(absl::InternalError(StrCat("the worker at ", route_.decode->target(),
+                                   " ended a stream without its final message")));
+  }
+}
+
+void RequestRun::End(absl::Status status) {
+  // The owner may destroy the run inside on_done: nothing here touches `this` after it.
+  std::function<void(const absl::Status&)> on_done = std::move(callbacks_.on_done);
+  if (on_done) on_done(status);
+}
+
+}  // namespace baton::router

@@ -1,0 +1,142 @@
+// One sequence's run across the workers: the only place that sequences a request over
+// them. Both front doors use it (Generation for HTTP, one run per choice; GenerateCall for
+// baton.v1, one run).
+//
+//   colocated route:  decode stream ─────────────────────────────► done
+//   split route:      Prefill ─ok─► decode stream (with the transfer id) ──► done
+//                       │ fails: retry on another prefill worker, or prefill on the
+//                       │        decode worker, or fail (DecideAfterPrefillFailure)
+//   decode stream UNAVAILABLE before any message: reroute once (RerouteAfterFailure)
+//   a split run that ends before the decode stream delivered anything: ReleaseTransfer
+//
+// Every step runs on one completion queue (a CompletionLoops loop), so the callbacks of
+// a run never overlap and no router thread waits per token. The worker's messages are
+// decoded here (ChoiceDecoder); a stop string cancels the sequence in the worker.
+//
+//   auto run = RequestRun::Start(cq, route, wire, decoder, options,
+//                                {.on_delta = ..., .on_done = ...});
+//   run->Cancel();   // any thread; on_done then says Cancelled unless the run had finished
+//
+// Lifetime: the owner keeps the run until on_done has been called. on_done is the run's
+// last act, so the owner may destroy the run inside it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "baton/internal/v1/worker.grpc.pb.h"
+#include "grpcpp/grpcpp.h"
+#include "dispatch/choice_decoder.h"
+#include "dispatch/completion_loops.h"
+#include "dispatch/generation_types.h"
+#include "dispatch/worker_pool.h"
+
+namespace baton::router {
+
+// The worker's request for choice `choice` of `request` (the router keeps the stop
+// strings; a seed moves by the choice index so that the choices differ).
+absl::StatusOr<baton::internal::v1::GenerateRequest> WorkerRequest(const GenerationRequest& request,
+                                                                   int choice);
+
+struct RunOptions {
+  std::optional<std::chrono::system_clock::time_point> deadline;
+  // Start over once on another worker when the serving worker could not be reached
+  // before it sent anything. Off for one choice of several: the others may be streaming
+  // from the same route.
+  bool may_reroute = true;
+  std::string session;  // routing affinity for the reroute (prompt_cache_key)
+};
+
+struct RunCallbacks {
+  // On the run's loop thread; it must not block (other requests' tokens wait for it). The
+  // final delta of a sequence carries `prefill` (the split leg's timings).
+  std::function<void(const ChoiceDelta&)> on_delta;
+  // Once, after the last on_delta: OK when the sequence's final delta was produced;
+  // Cancelled after Cancel(); else the failure (the worker's status, a bad message).
+  std::function<void(const absl::Status&)> on_done;
+};
+
+class RequestRun {
+ public:
+  // Starts at once: the Prefill call on a split route, else the decode stream. `wire` is
+  // the worker's request (WorkerRequest); a split route gives it a seed.
+  static std::unique_ptr<RequestRun> Start(grpc::CompletionQueue* cq, Route route,
+                                           baton::internal::v1::GenerateRequest wire,
+                                           ChoiceDecoder decoder, RunOptions options,
+                                           RunCallbacks callbacks);
+  ~RequestRun();
+  RequestRun(const RequestRun&) = delete;
+  RequestRun& operator=(const RequestRun&) = delete;
+
+  // Thread-safe and idempotent: cancels the call in flight (Prefill or decode stream).
+  void Cancel();
+
+  // Once on_done has run: where the run ended (a rerouted run's second route), whether it
+  // was rerouted, and whether it started any call on a worker.
+  const Route& route() const { return route_; }
+  bool rerouted() const { return rerouted_; }
+
+ private:
+  RequestRun(grpc::CompletionQueue* cq, Route route, baton::internal::v1::GenerateRequest wire,
+             ChoiceDecoder decoder, RunOptions options, RunCallbacks callbacks);
+  void Begin();  // the first call of the route: Prefill or the decode stream
+  void StartPrefill();
+  void OnPrefillDone(bool ok);
+  void StartDecode();
+  void OnDecodeStart(bool ok);
+  void OnRead(bool ok);
+  void OnDecodeFinish(bool ok);
+  bool cancelled() const;
+  // Starts the run over on another worker when that is safe; true when it did.
+  bool Reroute();
+  // Releases the decode worker's reservation when a split run ends before its decode
+  // stream delivered anything.
+  void ReleaseUnclaimedTransfer();
+  void End(absl::Status status);
+
+  grpc::CompletionQueue* cq_;
+  Route route_;
+  baton::internal::v1::GenerateRequest wire_;
+  ChoiceDecoder decoder_;
+  RunOptions options_;
+  RunCallbacks callbacks_;
+  bool rerouted_ = false;
+  int messages_ = 0;    // from the decode worker, on this route
+  absl::Status error_;  // a bad message from the worker
+
+  // The calls in flight; swapped only on the loop thread, read by Cancel under mu_.
+  mutable std::mutex mu_;
+  bool cancelled_ = false;
+  std::unique_ptr<grpc::ClientContext> decode_ctx_;
+  std::unique_ptr<grpc::ClientContext> prefill_ctx_;
+
+  std::unique_ptr<grpc::ClientAsyncReader<baton::internal::v1::GenerateResponse>> reader_;
+  baton::internal::v1::GenerateResponse msg_;
+  grpc::Status decode_status_;
+
+  // The prefill leg of a split route; one attempt at a time.
+  int attempt_ = 0;
+  WorkerClient* prefill_ = nullptr;
+  std::string transfer_id_;
+  std::unique_ptr<grpc::ClientAsyncResponseReader<baton::internal::v1::PrefillResponse>>
+      prefill_reader_;
+  baton::internal::v1::PrefillRequest prefill_req_;
+  baton::internal::v1::PrefillResponse prefill_resp_;
+  grpc::Status prefill_status_;
+  std::chrono::steady_clock::time_point prefill_started_;
+  PrefillTimings prefill_timings_;
+
+  using Step = MemberTag<RequestRun>;
+  Step prefill_step_{this, &RequestRun::OnPrefillDone};
+  Step start_step_{this, &RequestRun::OnDecodeStart};
+  Step read_step_{this, &RequestRun::OnRead};
+  Step finish_step_{this, &RequestRun::OnDecodeFinish};
+};
+
+}  // namespace baton::router

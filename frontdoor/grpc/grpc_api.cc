@@ -1,0 +1,274 @@
+#include "frontdoor/grpc/grpc_api.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "frontdoor/grpc/generate_call.h"
+#include "service/api_key.h"
+#include "service/grpc_status.h"
+
+namespace baton::router {
+namespace {
+
+namespace pb = ::baton::v1;
+
+std::string CodeName(const absl::Status& s) { return absl::StatusCodeToString(s.code()); }
+
+absl::Status CheckChat(const pb::ChatInput& chat, const ProtocolLimits& limits,
+                       nlohmann::ordered_json* out) {
+  if (chat.messages_size() == 0) {
+    return absl::InvalidArgumentError("chat.messages must not be empty");
+  }
+  if (chat.messages_size() > limits.max_messages) {
+    return absl::InvalidArgumentError(StrCat("chat.messages has ", chat.messages_size(),
+                                             " messages; the maximum is ", limits.max_messages));
+  }
+  nlohmann::ordered_json messages = nlohmann::ordered_json::array();
+  for (const pb::ChatMessage& m : chat.messages()) {
+    if (m.role().empty()) return absl::InvalidArgumentError("chat.messages[].role is empty");
+    messages.push_back({{"role", m.role()}, {"content", m.content()}});
+  }
+  *out = nlohmann::ordered_json{{"messages", std::move(messages)}};
+  return absl::OkStatus();
+}
+
+}  // namespace
+
+// Generate runs on completion queues (generate_call.h); the unary methods are plain sync
+// handlers.
+class GrpcApi::Service final : public AsyncGenerateService {
+ public:
+  explicit Service(const GrpcApiContext* c) : c_(*c) {}
+
+  grpc::Status Tokenize(grpc::ServerContext* ctx, const pb::TokenizeRequest* req,
+                        pb::TokenizeResponse* out) override {
+    absl::Status s = RunTokenize(ctx, *req, out);
+    c_.metrics->CountRequest("grpc", "Tokenize", CodeName(s));
+    return service::ToGrpcStatus(s);
+  }
+
+  grpc::Status Detokenize(grpc::ServerContext* ctx, const pb::DetokenizeRequest* req,
+                          pb::DetokenizeResponse* out) override {
+    absl::Status s = RunDetokenize(ctx, *req, out);
+    c_.metrics->CountRequest("grpc", "Detokenize", CodeName(s));
+    return service::ToGrpcStatus(s);
+  }
+
+  grpc::Status ListModels(grpc::ServerContext* ctx, const pb::ListModelsRequest*,
+                          pb::ListModelsResponse* out) override {
+    absl::Status s = CheckAuth(ctx);
+    if (s.ok()) FillCard(out->add_models());
+    c_.metrics->CountRequest("grpc", "ListModels", CodeName(s));
+    return service::ToGrpcStatus(s);
+  }
+
+  grpc::Status ModelInfo(grpc::ServerContext* ctx, const pb::ModelInfoRequest* req,
+                         pb::ModelCard* out) override {
+    absl::Status s = CheckAuth(ctx);
+    if (s.ok()) s = c_.model->CheckModelName(req->model());
+    if (s.ok()) FillCard(out);
+    c_.metrics->CountRequest("grpc", "ModelInfo", CodeName(s));
+    return service::ToGrpcStatus(s);
+  }
+
+ private:
+  absl::Status CheckAuth(grpc::ServerContext* ctx) const { return CheckApiKey(*ctx, c_.api_key); }
+
+  void FillCard(pb::ModelCard* card) const {
+    const auto& info = c_.model->worker_info();
+    card->set_id(c_.model->name());
+    card->set_owned_by("baton");
+    card->set_created(c_.model->created());
+    card->set_max_model_len(info.max_model_len());
+    card->set_vocab_size(info.vocab_size());
+    card->set_block_size(info.block_size());
+    card->set_architecture(info.architecture());
+    card->mutable_eos_token_ids()->CopyFrom(info.eos_token_ids());
+  }
+
+  absl::Status RunTokenize(grpc::ServerContext* ctx, const pb::TokenizeRequest& req,
+                           pb::TokenizeResponse* out) {
+    BATON_RETURN_IF_ERROR(CheckAuth(ctx));
+    BATON_RETURN_IF_ERROR(c_.model->CheckModelName(req.model()));
+    std::vector<int32_t> ids;
+    if (req.has_chat()) {
+      nlohmann::ordered_json chat;
+      BATON_RETURN_IF_ERROR(CheckChat(req.chat(), c_.limits, &chat));
+      BATON_ASSIGN_OR_RETURN(
+          ids,
+          c_.model->EncodeChat(
+              chat,
+              req.chat().has_add_generation_prompt() ? req.chat().add_generation_prompt() : true,
+              req.has_add_special_tokens() && req.add_special_tokens()));
+    } else {
+      BATON_ASSIGN_OR_RETURN(
+          ids, c_.model->EncodeText(
+                   req.text(), req.has_add_special_tokens() ? req.add_special_tokens() : true));
+    }
+    out->mutable_token_ids()->Add(ids.begin(), ids.end());
+    out->set_count(static_cast<int64_t>(ids.size()));
+    out->set_max_model_len(c_.model->max_model_len());
+    for (int32_t id : ids) out->add_tokens(c_.model->tokenizer()->TokenBytes(id));
+    return absl::OkStatus();
+  }
+
+  absl::Status RunDetokenize(grpc::ServerContext* ctx, const pb::DetokenizeRequest& req,
+                             pb::DetokenizeResponse* out) {
+    BATON_RETURN_IF_ERROR(CheckAuth(ctx));
+    BATON_RETURN_IF_ERROR(c_.model->CheckModelName(req.model()));
+    std::vector<int32_t> ids(req.token_ids().begin(), req.token_ids().end());
+    if (ids.size() > c_.limits.max_prompt_token_ids) {
+      return absl::InvalidArgumentError(StrCat(
+          "token_ids has ", ids.size(), " ids; the maximum is ", c_.limits.max_prompt_token_ids));
+    }
+    BATON_RETURN_IF_ERROR(c_.model->CheckTokenIds(ids));
+    tokenizer::DecodeOptions options;
+    options.skip_special_tokens = req.has_skip_special_tokens() ? req.skip_special_tokens() : true;
+    BATON_ASSIGN_OR_RETURN(*out->mutable_text(), c_.model->tokenizer()->Decode(ids, options));
+    return absl::OkStatus();
+  }
+
+  const GrpcApiContext& c_;
+};
+
+absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
+                                        const ProtocolLimits& limits) {
+  OpenAiRequest r;
+  r.kind = OpenAiRequest::Kind::kCompletion;
+  r.model = in.model();
+  switch (in.input_case()) {
+    case pb::GenerateRequest::kText:
+      r.prompt_text = in.text();
+      break;
+    case pb::GenerateRequest::kTokenIds:
+      if (static_cast<size_t>(in.token_ids().ids_size()) > limits.max_prompt_token_ids) {
+        return absl::InvalidArgumentError(StrCat("token_ids has ", in.token_ids().ids_size(),
+                                                 " ids; the maximum is ",
+                                                 limits.max_prompt_token_ids));
+      }
+      r.prompt_ids.emplace(in.token_ids().ids().begin(), in.token_ids().ids().end());
+      break;
+    case pb::GenerateRequest::kChat:
+      r.kind = OpenAiRequest::Kind::kChat;
+      BATON_RETURN_IF_ERROR(CheckChat(in.chat(), limits, &r.chat));
+      r.add_generation_prompt =
+          in.chat().has_add_generation_prompt() ? in.chat().add_generation_prompt() : true;
+      break;
+    default:
+      return absl::InvalidArgumentError("input is missing: set text, chat or token_ids");
+  }
+  const pb::SamplingParams& s = in.sampling();
+  if (s.has_temperature()) r.temperature = s.temperature();
+  if (s.has_top_k()) r.top_k = s.top_k();
+  if (s.has_top_p()) r.top_p = s.top_p();
+  if (s.has_min_p()) r.min_p = s.min_p();
+  if (s.has_repetition_penalty()) r.repetition_penalty = s.repetition_penalty();
+  if (s.has_presence_penalty()) r.presence_penalty = s.presence_penalty();
+  if (s.has_frequency_penalty()) r.frequency_penalty = s.frequency_penalty();
+  if (s.has_seed()) r.seed = s.seed();
+  if (s.logit_bias_size() > limits.max_logit_bias) {
+    return absl::InvalidArgumentError(StrCat("sampling.logit_bias has ", s.logit_bias_size(),
+                                             " entries; the maximum is ", limits.max_logit_bias));
+  }
+  for (const auto& [id, bias] : s.logit_bias()) r.logit_bias.emplace_back(id, bias);
+  std::sort(r.logit_bias.begin(), r.logit_bias.end());  // map order is unspecified
+
+  const pb::StopConditions& stop = in.stop();
+  if (stop.has_max_tokens()) {
+    if (stop.max_tokens() < 1) {
+      return absl::InvalidArgumentError(
+          StrCat("stop.max_tokens is ", stop.max_tokens(), "; it must be at least 1"));
+    }
+    r.max_tokens = stop.max_tokens();
+  }
+  if (stop.stop_size() > limits.max_stop) {
+    return absl::InvalidArgumentError(
+        StrCat("stop.stop has ", stop.stop_size(), " strings; the maximum is ", limits.max_stop));
+  }
+  for (const std::string& s : stop.stop()) {
+    if (s.empty()) return absl::InvalidArgumentError("stop.stop has an empty string");
+    if (s.size() > limits.max_stop_bytes) {
+      return absl::InvalidArgumentError(
+          StrCat("a stop string is ", s.size(), " bytes; the maximum is ", limits.max_stop_bytes));
+    }
+    r.stop.push_back(s);
+  }
+  if (stop.stop_token_ids_size() > limits.max_stop) {
+    return absl::InvalidArgumentError(StrCat("stop.stop_token_ids has ", stop.stop_token_ids_size(),
+                                             " ids; the maximum is ", limits.max_stop));
+  }
+  r.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
+  r.ignore_eos = stop.ignore_eos();
+  r.include_stop_str_in_output = stop.include_stop_str_in_output();
+  if (in.has_logprobs()) {
+    if (in.logprobs() < 0 || in.logprobs() > limits.max_top_logprobs) {
+      return absl::InvalidArgumentError(StrCat(
+          "logprobs is ", in.logprobs(), "; it must be in [0, ", limits.max_top_logprobs, "]"));
+    }
+    r.logprobs = in.logprobs();
+  }
+  for (const auto& [name, value] :
+       {std::pair<const char*, const std::string*>{"request_id", &in.request_id()},
+        {"cache_salt", &in.cache_salt()},
+        {"prompt_cache_key", &in.prompt_cache_key()}}) {
+    if (value->size() > limits.max_id_bytes) {
+      return absl::InvalidArgumentError(
+          StrCat(name, " is ", value->size(), " bytes; the maximum is ", limits.max_id_bytes));
+    }
+  }
+  for (char c : in.request_id()) {
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      return absl::InvalidArgumentError("request_id must not contain control characters");
+    }
+  }
+  r.request_id = in.request_id();
+  r.priority = in.priority();
+  r.cache_salt = in.cache_salt();
+  r.prompt_cache_key = in.prompt_cache_key();
+  r.skip_special_tokens = in.has_skip_special_tokens() ? in.skip_special_tokens() : true;
+  return r;
+}
+
+absl::Status CheckApiKey(const grpc::ServerContextBase& ctx, const std::string& api_key) {
+  if (api_key.empty()) return absl::OkStatus();
+  const auto& md = ctx.client_metadata();
+  auto it = md.find("authorization");
+  if (it == md.end()) {
+    return absl::UnauthenticatedError(
+        "missing API key: send metadata 'authorization: Bearer <key>'");
+  }
+  if (!service::BearerTokenMatches(std::string_view(it->second.data(), it->second.size()),
+                                   api_key)) {
+    return absl::UnauthenticatedError("incorrect API key in 'authorization' metadata");
+  }
+  return absl::OkStatus();
+}
+
+GrpcApi::GrpcApi(GrpcApiContext context)
+    : context_(std::move(context)),
+      service_(std::make_unique<Service>(&context_)),
+      state_(std::make_unique<GenerateLoopState>()) {}
+
+GrpcApi::~GrpcApi() { Stop(); }
+
+void GrpcApi::Register(grpc::ServerBuilder& builder) { builder.RegisterService(service_.get()); }
+
+void GrpcApi::Start(CompletionLoops* loops) {
+  started_ = true;
+  StartGenerateCalls(&context_, service_.get(), loops, state_.get());
+}
+
+void GrpcApi::Stop() {
+  state_->stopping.store(true);
+  // The server's Shutdown cancelled every call, and the loops finish them. A queue may
+  // only shut down once no call can start another operation on it.
+  while (started_ && state_->live_calls.load() > 0) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+}
+
+}  // namespace baton::router

@@ -1,0 +1,73 @@
+// baton.v1.Baton over gRPC: Generate (server streaming), Tokenize, Detokenize,
+// ListModels, ModelInfo. Requests are converted to the same OpenAiRequest the HTTP API
+// parses, so both APIs share one validation and one path to the worker.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "baton/v1/baton.grpc.pb.h"
+#include "grpcpp/server_builder.h"
+#include "dispatch/completion_loops.h"
+#include "frontdoor/openai/openai_protocol.h"
+#include "frontdoor/openai/request_log.h"
+#include "dispatch/router_metrics.h"
+#include "frontdoor/openai/served_model.h"
+#include "dispatch/worker_client.h"
+#include "dispatch/worker_pool.h"
+
+namespace baton::router {
+
+struct GenerateLoopState;
+
+struct GrpcApiContext {
+  ServedModel* model = nullptr;
+  WorkerPool* pool = nullptr;
+  RouterMetrics* metrics = nullptr;
+  ProtocolLimits limits;
+  std::string api_key;                // empty: no authentication
+  RequestLog* request_log = nullptr;  // null: no per-request lines
+};
+
+// Checks and converts a baton.v1 GenerateRequest; InvalidArgument naming the field.
+absl::StatusOr<OpenAiRequest> FromProto(const baton::v1::GenerateRequest& in,
+                                        const ProtocolLimits& limits);
+
+// OK when no key is configured or the call's 'authorization' metadata carries it.
+absl::Status CheckApiKey(const grpc::ServerContextBase& ctx, const std::string& api_key);
+
+// The service and the threads that run Generate.
+//
+//   GrpcApi api(context);
+//   api.Register(builder);          // before BuildAndStart
+//   server = builder.BuildAndStart();
+//   api.Start();
+//   ...
+//   server->Shutdown(deadline);
+//   api.Stop();                     // after the server's Shutdown
+class GrpcApi {
+ public:
+  GrpcApi(GrpcApiContext context);
+  ~GrpcApi();
+  GrpcApi(const GrpcApi&) = delete;
+  GrpcApi& operator=(const GrpcApi&) = delete;
+
+  void Register(grpc::ServerBuilder& builder);
+  // Generate runs on `loops`' server queues, which must outlive Stop().
+  void Start(CompletionLoops* loops);
+  // After the server's Shutdown (which cancels every call): waits until no Generate call
+  // is left, so that the loops may shut down.
+  void Stop();
+
+ private:
+  class Service;
+  GrpcApiContext context_;
+  std::unique_ptr<Service> service_;
+  std::unique_ptr<GenerateLoopState> state_;
+  bool started_ = false;
+};
+
+}  // namespace baton::router

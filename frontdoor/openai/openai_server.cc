@@ -1,0 +1,540 @@
+#include "frontdoor/openai/openai_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <condition_variable>
+#include <ctime>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "common/status.h"
+#include "common/strings.h"
+#include "dispatch/generation.h"
+#include "frontdoor/openai/request_builder.h"
+#include "frontdoor/openai/request_log.h"
+#include "service/api_key.h"
+#include "service/metrics.h"
+
+namespace baton::router {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using service::HttpRequest;
+using service::HttpResponder;
+
+constexpr std::string_view kJson = "application/json";
+
+double SecondsSince(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+void SetFinish(const ChoiceDelta& d, ChoiceOut* c) {
+  c->finish_reason = d.finish_reason;
+  if (d.stop_token_id) {
+    c->stop_token_id = d.stop_token_id;  // an integer, as vLLM writes it
+  } else if (!d.stop_reason.empty()) {
+    c->stop_reason = d.stop_reason;
+  }
+}
+
+std::vector<LogprobOut> ToLogprobs(const std::vector<TokenLogprob>& in) {
+  std::vector<LogprobOut> out;
+  out.reserve(in.size());
+  for (const TokenLogprob& t : in) {
+    LogprobOut o;
+    o.token_id = t.token_id;
+    o.token = t.token;
+    o.logprob = t.logprob;
+    for (const TopLogprob& top : t.top) o.top.push_back({top.token_id, top.token, top.logprob});
+    out.push_back(std::move(o));
+  }
+  return out;
+}
+
+class Handler {
+ public:
+  explicit Handler(OpenAiServerContext c) : c_(std::move(c)) {}
+
+  void operator()(const HttpRequest& req, HttpResponder& out) {
+    const Clock::time_point arrival = Clock::now();
+    const std::string endpoint = EndpointLabel(req.path);
+    const int code = Route(req, out, arrival);
+    c_.metrics->CountRequest("http", endpoint, StrCat(code));
+    c_.metrics->ObserveRequestSeconds(endpoint, SecondsSince(arrival));
+  }
+
+ private:
+  // Known paths keep their name; the rest share one label so that scanners cannot grow
+  // the metric's cardinality.
+  static std::string EndpointLabel(const std::string& path) {
+    for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
+                              "/ready", "/metrics"}) {
+      if (path == known) return known;
+    }
+    if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
+    return "other";
+  }
+
+  int SendError(HttpResponder& out, const absl::Status& status) {
+    const ApiError e = ToApiError(status);
+    // 429 (every worker at its in-flight limit) and 503 (no healthy worker) pass soon.
+    if (e.http_status == 429 || e.http_status == 503) {
+      out.Send(e.http_status, kJson, ErrorJson(e), {{"Retry-After", "1"}});
+    } else {
+      out.Send(e.http_status, kJson, ErrorJson(e));
+    }
+    return e.http_status;
+  }
+
+  int Route(const HttpRequest& req, HttpResponder& out, Clock::time_point arrival) {
+    const std::string& path = req.path;
+    const bool is_get = req.method == "GET" || req.method == "HEAD";  // HEAD: headers only
+    const bool is_post = req.method == "POST";
+    if (path == "/health") {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      out.Send(200, kJson, R"({"status":"ok"})");
+      return 200;
+    }
+    if (path == "/ready") {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      absl::Status s = c_.pool->primary()->CheckHealth(absl::Seconds(2));
+      if (!s.ok()) return SendError(out, absl::UnavailableError(s.message()));
+      out.Send(200, kJson, R"({"status":"ready"})");
+      return 200;
+    }
+    if (path == "/metrics") {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      out.Send(200, service::kMetricsContentType, service::RenderMetrics(c_.metrics->registry()));
+      return 200;
+    }
+    if (path.rfind("/v1/", 0) != 0) {
+      return SendError(out, absl::NotFoundError(StrCat("no route for ", req.method, " ", path,
+                                                       "; see /v1/models, /v1/completions, "
+                                                       "/v1/chat/completions")));
+    }
+    if (!c_.api_key.empty()) {
+      const std::string_view auth = req.Header("authorization");
+      if (auth.empty()) {
+        return SendError(out, absl::UnauthenticatedError(
+                                  "You didn't provide an API key. Send it in the Authorization "
+                                  "header as 'Bearer <key>'."));
+      }
+      if (!service::BearerTokenMatches(auth, c_.api_key)) {
+        return SendError(out, absl::UnauthenticatedError("Incorrect API key provided."));
+      }
+    }
+    if (path == "/v1/models") {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      out.Send(200, kJson, ModelListJson({Entry()}));
+      return 200;
+    }
+    if (path.rfind("/v1/models/", 0) == 0) {
+      if (!is_get) return MethodNotAllowed(out, "GET");
+      const std::string id = path.substr(std::string("/v1/models/").size());
+      if (id != c_.model->name()) {
+        return SendError(out, absl::NotFoundError(StrCat("The model `", id, "` does not exist.")));
+      }
+      out.Send(200, kJson, ModelJson(Entry()));
+      return 200;
+    }
+    if (path == "/v1/completions" || path == "/v1/chat/completions") {
+      if (!is_post) return MethodNotAllowed(out, "POST");
+      const bool chat = path == "/v1/chat/completions";
+      absl::StatusOr<OpenAiRequest> parsed = chat ? ParseChatRequest(req.body, c_.limits)
+                                                  : ParseCompletionRequest(req.body, c_.limits);
+      if (!parsed.ok()) return SendError(out, parsed.status());
+      if (parsed->request_id.empty()) {
+        parsed->request_id = std::string(req.Header("x-request-id"));
+      }
+      return Generate(*parsed, out, arrival);
+    }
+    return SendError(out, absl::NotFoundError(StrCat("no route for ", req.method, " ", path)));
+  }
+
+  int MethodNotAllowed(HttpResponder& out, std::string_view allowed) {
+    out.Send(405, kJson, service::OpenAiErrorJson(StrCat("method not allowed; use ", allowed)),
+             {{"Allow", std::string(allowed)}});
+    return 405;
+  }
+
+  ModelEntry Entry() const {
+    return ModelEntry{c_.model->name(), c_.model->created(), "baton", c_.model->max_model_len()};
+  }
+
+  int Generate(const OpenAiRequest& request, HttpResponder& out, Clock::time_point arrival) {
+    const bool chat = request.kind == OpenAiRequest::Kind::kChat;
+    absl::StatusOr<BuiltRequest> built =
+        BuildRequest(request, *c_.model, chat ? "chatcmpl" : "cmpl");
+    if (!built.ok()) return SendError(out, built.status());
+    Run run{request,
+            built->generation.request_id,
+            static_cast<int64_t>(std::time(nullptr)),
+            arrival,
+            {},
+            {},
+            {},
+            false,
+            {}};
+    run.last_token.assign(request.n, arrival);
+    run.choices.resize(request.n);
+    for (int i = 0; i < request.n; ++i) run.choices[i].index = i;
+    run.record.api = "http";
+    run.record.request_id = run.id;
+    run.record.timings.tokenize_seconds = built->tokenize_seconds;
+    c_.metrics->running().Increment();
+    const int code = request.stream ? Stream(std::move(built->generation), run, out)
+                                    : Whole(std::move(built->generation), run, out);
+    c_.metrics->running().Decrement();
+    if (c_.request_log != nullptr && c_.request_log->enabled()) {
+      run.record.status = StrCat(code);
+      run.record.prompt_tokens = run.usage.prompt_tokens;
+      run.record.cached_tokens = run.usage.cached_tokens;
+      run.record.completion_tokens = run.usage.completion_tokens;
+      run.record.timings.total_seconds = SecondsSince(arrival);
+      c_.request_log->Write(run.record);
+    }
+    return code;
+  }
+
+  struct Run {
+    const OpenAiRequest& request;
+    std::string id;
+    int64_t created;
+    Clock::time_point arrival;
+    std::vector<Clock::time_point> last_token;  // per choice, for inter-token latency
+    std::vector<ChoiceOut> choices;             // per choice: whole text (non-streaming)
+    UsageOut usage;
+    bool saw_token = false;
+    RequestRecord record;  // the latency breakdown, and the --log-requests line
+  };
+
+  // Where the request was placed, as Pick decided.
+  static void NoteRoute(const ::baton::router::Route& route, Run& run) {
+    run.record.policy = route.policy;
+    run.record.expected_cached_tokens = route.expected_cached_tokens;
+    run.record.timings.route_seconds = route.route_seconds;
+  }
+
+  // Where it ran in the end (a rerouted request's second route).
+  static void NoteWorkers(const Generation& gen, Run& run) {
+    run.record.worker = gen.route().decode->target();
+    if (gen.route().prefill != nullptr) run.record.prefill_worker = gen.route().prefill->target();
+    run.record.rerouted = run.record.rerouted || gen.rerouted();
+  }
+
+  // The timings the response carries, as of now.
+  static RequestTimings TimingsNow(const Run& run) {
+    RequestTimings t = run.record.timings;
+    t.total_seconds = SecondsSince(run.arrival);
+    return t;
+  }
+
+  void Observe(Run& run, const ChoiceDelta& d) {
+    if (!d.token_ids.empty()) {
+      const Clock::time_point now = Clock::now();
+      if (!run.saw_token) {
+        run.record.timings.time_to_first_token_seconds =
+            std::chrono::duration<double>(now - run.arrival).count();
+        c_.metrics->ObserveTimeToFirstToken(run.record.timings.time_to_first_token_seconds);
+      } else if (run.last_token[d.index] != run.arrival) {
+        c_.metrics->ObserveInterTokenSeconds(
+            std::chrono::duration<double>(now - run.last_token[d.index]).count());
+      }
+      run.saw_token = true;
+      run.last_token[d.index] = now;
+    }
+    if (d.finished) {
+      // The prompt counts once however many choices share it (OpenAI's usage).
+      run.usage.prompt_tokens = d.prompt_tokens;
+      run.usage.cached_tokens = std::max(run.usage.cached_tokens, d.cached_tokens);
+      run.usage.completion_tokens += d.completion_tokens;
+      // Choices run side by side: each phase counts as its slowest choice's.
+      RequestTimings& t = run.record.timings;
+      t.queue_seconds = std::max(t.queue_seconds, d.queue_seconds);
+      t.prefill_seconds = std::max(t.prefill_seconds, d.prefill.seconds);
+      t.prefill_queue_seconds = std::max(t.prefill_queue_seconds, d.prefill.queue_seconds);
+      t.prefill_compute_seconds = std::max(t.prefill_compute_seconds, d.prefill.compute_seconds);
+      t.kv_transfer_seconds = std::max(t.kv_transfer_seconds, d.prefill.kv_transfer_seconds);
+    }
+  }
+
+  // A request with several choices is not rerouted inside Generation, where other choices
+  // may already be streaming. The front door can start it over, once, on another worker
+  // while the client has seen nothing: always for a whole response, and for a stream
+  // until its first event.
+  std::optional<::baton::router::Route> StartOver(const Generation& gen,
+                                                  std::optional<GenerationRequest>& again,
+                                                  const absl::Status& status, HttpResponder& out) {
+    if (!again || !absl::IsUnavailable(status) || out.PeerClosed()) return std::nullopt;
+    absl::StatusOr<::baton::router::Route> next =
+        RerouteAfterFailure(gen.route(), again->prompt_ids, again->cache_salt, again->session);
+    if (!next.ok()) return std::nullopt;
+    return *std::move(next);
+  }
+
+  int Whole(GenerationRequest request, Run& run, HttpResponder& out) {
+    std::optional<GenerationRequest> again;
+    if (request.n > 1) again = request;
+    absl::StatusOr<::baton::router::Route> route =
+        c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
+    if (!route.ok()) return SendError(out, route.status());
+    NoteRoute(*route, run);
+    for (;;) {
+      absl::StatusOr<std::unique_ptr<Generation>> started =
+          Generation::Start(c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request));
+      if (!started.ok()) return SendError(out, started.status());
+      Generation& gen = **started;
+      const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
+                                               [&gen] { gen.Cancel(); }, out.PeerFd());
+      ChoiceDelta d;
+      while (gen.Next(&d)) {
+        Observe(run, d);
+        ChoiceOut& c = run.choices[d.index];
+        c.text += d.text;
+        if (run.request.logprobs) {
+          c.has_logprobs = true;
+          for (LogprobOut& lp : ToLogprobs(d.logprobs)) c.logprobs.push_back(std::move(lp));
+        }
+        if (d.finished) SetFinish(d, &c);
+      }
+      c_.watcher->Unwatch(watch);
+      NoteWorkers(gen, run);
+      if (!gen.status().ok()) {
+        std::optional<::baton::router::Route> next = StartOver(gen, again, gen.status(), out);
+        if (!next) return Failed(gen.status(), out);
+        request = *std::move(again);
+        again.reset();
+        route = *std::move(next);
+        ResetChoices(run);
+        continue;
+      }
+      break;
+    }
+    c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
+                          run.usage.completion_tokens);
+    run.usage.timings = TimingsNow(run);
+    const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
+    const std::string model = c_.model->name();
+    out.Send(200, kJson,
+             chat ? ChatResponseJson(run.id, run.created, model, run.choices, run.usage)
+                  : CompletionResponseJson(run.id, run.created, model, run.choices, run.usage),
+             {{"X-Request-Id", run.id}});
+    return 200;
+  }
+
+  // Forgets what a failed attempt produced (nothing of it was sent).
+  static void ResetChoices(Run& run) {
+    for (size_t i = 0; i < run.choices.size(); ++i) {
+      run.choices[i] = ChoiceOut();
+      run.choices[i].index = static_cast<int>(i);
+    }
+    run.last_token.assign(run.last_token.size(), run.arrival);
+    run.usage = UsageOut();
+    run.saw_token = false;
+    run.record.rerouted = true;
+  }
+
+  int Failed(const absl::Status& status, HttpResponder& out) {
+    if (out.PeerClosed() || absl::IsCancelled(status)) {
+      c_.metrics->CountClientCancel();
+      return 499;  // nginx's "client closed request"; nobody is there to read an answer
+    }
+    return SendError(out, status);
+  }
+
+  // What a streamed response shares between the connection's thread and the gRPC
+  // threads that deliver deltas.
+  struct StreamState {
+    std::mutex mu;
+    std::condition_variable cv;
+    std::vector<std::string> early;  // events before the response started
+    bool started = false;            // events now go straight to the socket
+    bool need_flush = false;         // the socket did not take an event at once
+    bool client_gone = false;
+    bool done = false;
+    absl::Status status;
+    Generation* gen = nullptr;  // set before `started`
+    std::vector<bool> role_sent;
+    std::vector<int64_t> text_offset;
+  };
+
+  // Called with s.mu held.
+  std::string EventFor(StreamState& s, Run& run, const ChoiceDelta& d) {
+    const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
+    Observe(run, d);
+    ChoiceOut c;
+    c.index = d.index;
+    c.text = d.text;
+    c.has_logprobs = run.request.logprobs.has_value();
+    if (c.has_logprobs) c.logprobs = ToLogprobs(d.logprobs);
+    c.text_offset = s.text_offset[d.index];
+    s.text_offset[d.index] += static_cast<int64_t>(d.text.size());
+    if (d.finished) SetFinish(d, &c);
+    const bool with_role = chat && !s.role_sent[d.index];
+    s.role_sent[d.index] = true;
+    return StrCat("data: ",
+                  chat ? ChatChunkJson(run.id, run.created, c_.model->name(), c, with_role)
+                       : CompletionChunkJson(run.id, run.created, c_.model->name(), c),
+                  "\n\n");
+  }
+
+  // Called with s.mu held, once the response has started.
+  static void Push(StreamState& s, HttpResponder& out, const std::string& event) {
+    if (s.client_gone) return;
+    switch (out.WriteChunkNoWait(event)) {
+      case HttpResponder::NoWait::kSent:
+        break;
+      case HttpResponder::NoWait::kQueued:
+        s.need_flush = true;
+        s.cv.notify_all();
+        break;
+      case HttpResponder::NoWait::kFailed:
+        s.client_gone = true;
+        s.gen->Cancel();
+        break;
+    }
+  }
+
+  // Each delta is written to the socket on the loop thread that read it from the worker,
+  // without waiting (WriteChunkNoWait), so a token crosses no router thread. This thread
+  // starts the response, sends what the socket did not take at once, and ends it.
+  int Stream(GenerationRequest request, Run& run, HttpResponder& out) {
+    std::optional<GenerationRequest> again;
+    if (request.n > 1) again = request;
+    absl::StatusOr<::baton::router::Route> route =
+        c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
+    if (!route.ok()) return SendError(out, route.status());
+    NoteRoute(*route, run);
+    for (;;) {
+      StreamState s;
+      s.role_sent.assign(run.request.n, false);
+      s.text_offset.assign(run.request.n, 0);
+      GenerationCallbacks callbacks;
+      callbacks.on_delta = [this, &s, &run, &out](const ChoiceDelta& d) {
+        std::lock_guard<std::mutex> lock(s.mu);
+        std::string event = EventFor(s, run, d);
+        if (s.started) {
+          Push(s, out, event);
+        } else {
+          s.early.push_back(std::move(event));
+          s.cv.notify_all();
+        }
+      };
+      callbacks.on_done = [&s](const absl::Status& status) {
+        std::lock_guard<std::mutex> lock(s.mu);
+        s.done = true;
+        s.status = status;
+        s.cv.notify_all();
+      };
+      absl::StatusOr<std::unique_ptr<Generation>> started = Generation::Start(
+          c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
+      if (!started.ok()) return SendError(out, started.status());
+      Generation* gen = started->get();
+      const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
+                                               [gen] { gen->Cancel(); }, out.PeerFd());
+      bool nothing_sent = false;
+      const int code =
+          StreamResponse(s, *gen, run, out, again.has_value() ? &nothing_sent : nullptr);
+      c_.watcher->Unwatch(watch);
+      NoteWorkers(*gen, run);
+      if (!nothing_sent) return code;
+      std::optional<::baton::router::Route> next = StartOver(*gen, again, s.status, out);
+      if (!next) return Failed(s.status, out);
+      request = *std::move(again);
+      again.reset();
+      route = *std::move(next);
+      run.record.rerouted = true;
+    }
+  }
+
+  // With `nothing_sent`, a generation that ends before its first delta returns 0 and sets
+  // it, and the caller answers (or starts over); else such a failure is answered here.
+  int StreamResponse(StreamState& s, Generation& gen, Run& run, HttpResponder& out,
+                     bool* nothing_sent = nullptr) {
+    const std::string model = c_.model->name();
+    std::unique_lock<std::mutex> lock(s.mu);
+    s.cv.wait(lock, [&s] { return !s.early.empty() || s.done; });
+    // Nothing is sent before the first delta, so that errors the worker reports at once
+    // (a full queue, a bad parameter) still get their HTTP status.
+    if (s.early.empty()) {
+      const absl::Status status = s.status;
+      lock.unlock();
+      if (nothing_sent != nullptr && !status.ok()) {
+        *nothing_sent = true;
+        return 0;
+      }
+      return Failed(status, out);
+    }
+    lock.unlock();
+    if (!out.StartStream(200, "text/event-stream",
+                         {{"Cache-Control", "no-cache"}, {"X-Request-Id", run.id}})) {
+      gen.Cancel();
+      c_.metrics->CountClientCancel();
+      return 499;
+    }
+    lock.lock();
+    s.gen = &gen;
+    for (const std::string& event : s.early) Push(s, out, event);
+    s.early.clear();
+    s.started = true;
+    for (;;) {
+      s.cv.wait(lock, [&s] { return s.need_flush || s.done; });
+      if (!s.need_flush) break;
+      s.need_flush = false;
+      lock.unlock();
+      const bool flushed = out.Flush();
+      lock.lock();
+      if (!flushed && !s.client_gone) {
+        s.client_gone = true;
+        gen.Cancel();
+      }
+    }
+    const bool client_gone = s.client_gone;
+    const absl::Status status = s.status;
+    lock.unlock();
+    if (client_gone) {
+      c_.metrics->CountClientCancel();
+      return 499;
+    }
+    if (!status.ok()) {
+      if (out.PeerClosed() || absl::IsCancelled(status)) {
+        c_.metrics->CountClientCancel();
+        return 499;
+      }
+      // The status line is gone; the error travels as an event, as vLLM sends it.
+      out.WriteChunk(StrCat("data: ", ErrorJson(ToApiError(status)), "\n\n"));
+      out.WriteChunk("data: [DONE]\n\n");
+      out.EndStream();
+      return ToApiError(status).http_status;
+    }
+    c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
+                          run.usage.completion_tokens);
+    if (run.request.include_usage) {
+      run.usage.timings = TimingsNow(run);
+      out.WriteChunk(
+          StrCat("data: ", UsageChunkJson(run.request.kind, run.id, run.created, model, run.usage),
+                 "\n\n"));
+    }
+    out.WriteChunk("data: [DONE]\n\n");
+    out.EndStream();
+    return 200;
+  }
+
+  OpenAiServerContext c_;
+};
+
+}  // namespace
+
+std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOpenAiHandler(
+    OpenAiServerContext context) {
+  auto handler = std::make_shared<Handler>(std::move(context));
+  return [handler](const service::HttpRequest& req, service::HttpResponder& out) {
+    (*handler)(req, out);
+  };
+}
+
+}  // namespace baton::router

@@ -1,0 +1,38 @@
+// The OpenAI-compatible HTTP API, as one handler for service::HttpServer:
+//   POST /v1/completions, POST /v1/chat/completions (streaming with SSE, or not)
+//   GET /v1/models, GET /v1/models/{id}
+//   GET /health (the router is up), GET /ready (the worker answers), GET /metrics
+// A client that disconnects mid-request cancels it in the worker at once.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "dispatch/completion_loops.h"
+#include "frontdoor/openai/openai_protocol.h"
+#include "frontdoor/openai/request_log.h"
+#include "dispatch/router_metrics.h"
+#include "frontdoor/openai/served_model.h"
+#include "dispatch/worker_client.h"
+#include "dispatch/worker_pool.h"
+#include "service/cancel_watcher.h"
+#include "service/http_request.h"
+#include "service/http_responder.h"
+
+namespace baton::router {
+
+struct OpenAiServerContext {
+  ServedModel* model = nullptr;
+  WorkerPool* pool = nullptr;
+  RouterMetrics* metrics = nullptr;
+  service::CancelWatcher* watcher = nullptr;
+  CompletionLoops* loops = nullptr;  // where the worker streams run
+  ProtocolLimits limits;
+  std::string api_key;                // empty: no authentication; else /v1/* need "Bearer <key>"
+  RequestLog* request_log = nullptr;  // null: no per-request lines
+};
+
+std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOpenAiHandler(
+    OpenAiServerContext context);
+
+}  // namespace baton::router

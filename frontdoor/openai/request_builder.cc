@@ -1,0 +1,76 @@
+#include "frontdoor/openai/request_builder.h"
+
+#include <chrono>
+#include <cstdio>
+#include <random>
+#include <utility>
+
+#include "common/status.h"
+#include "common/strings.h"
+
+namespace baton::router {
+
+std::string NewRequestId(const std::string& prefix) {
+  thread_local std::mt19937_64 rng{std::random_device{}()};
+  char hex[33];
+  std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(rng()),
+                static_cast<unsigned long long>(rng()));
+  return StrCat(prefix, "-", hex);
+}
+
+absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedModel& model,
+                                          const std::string& id_prefix) {
+  BATON_RETURN_IF_ERROR(model.CheckModelName(r.model));
+  const bool chat = r.kind == OpenAiRequest::Kind::kChat;
+  if (chat && r.continue_final_message) {
+    return absl::InvalidArgumentError(
+        "'continue_final_message' is not supported; end the messages with a user turn");
+  }
+  BuiltRequest out;
+  GenerationRequest& g = out.generation;
+  const auto start = std::chrono::steady_clock::now();
+  if (chat) {
+    BATON_ASSIGN_OR_RETURN(g.prompt_ids, model.EncodeChat(r.chat, r.add_generation_prompt,
+                                                          r.add_special_tokens.value_or(false)));
+  } else if (r.prompt_ids) {
+    BATON_RETURN_IF_ERROR(model.CheckTokenIds(*r.prompt_ids));
+    g.prompt_ids = *r.prompt_ids;
+  } else {
+    BATON_ASSIGN_OR_RETURN(g.prompt_ids, model.EncodeText(r.prompt_text.value_or(""),
+                                                          r.add_special_tokens.value_or(true)));
+  }
+  out.tokenize_seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  BATON_ASSIGN_OR_RETURN(
+      const int64_t max_tokens,
+      model.FitToContext(static_cast<int64_t>(g.prompt_ids.size()), r.max_tokens, chat));
+  BATON_RETURN_IF_ERROR(model.CheckTokenIds(r.stop_token_ids));
+
+  baton::internal::v1::SamplingParams& p = g.params;
+  if (r.temperature) p.set_temperature(*r.temperature);
+  // vLLM spells "no top-k" as -1 or 0; the engine as 0.
+  if (r.top_k) p.set_top_k(*r.top_k < 0 ? 0 : *r.top_k);
+  if (r.top_p) p.set_top_p(*r.top_p);
+  if (r.min_p) p.set_min_p(*r.min_p);
+  if (r.repetition_penalty) p.set_repetition_penalty(*r.repetition_penalty);
+  if (r.presence_penalty) p.set_presence_penalty(*r.presence_penalty);
+  if (r.frequency_penalty) p.set_frequency_penalty(*r.frequency_penalty);
+  for (const auto& [id, bias] : r.logit_bias) (*p.mutable_logit_bias())[id] = bias;
+  if (r.seed) p.set_seed(*r.seed);
+  if (r.logprobs) p.set_logprobs(*r.logprobs);
+  p.set_max_tokens(max_tokens);
+  p.mutable_stop_token_ids()->Add(r.stop_token_ids.begin(), r.stop_token_ids.end());
+  p.set_ignore_eos(r.ignore_eos);
+
+  g.stop = r.stop;
+  g.include_stop_str_in_output = r.include_stop_str_in_output;
+  g.skip_special_tokens = r.skip_special_tokens;
+  g.n = r.n;
+  g.request_id = r.request_id.empty() ? NewRequestId(id_prefix) : r.request_id;
+  g.priority = r.priority;
+  g.cache_salt = r.cache_salt;
+  g.session = r.prompt_cache_key.empty() ? r.user : r.prompt_cache_key;
+  return out;
+}
+
+}  // namespace baton::router

@@ -1,0 +1,28 @@
+// From a parsed client request (OpenAI JSON, or baton.v1 gRPC converted to the same
+// struct) to what the worker runs: prompt ids through the chat template or the
+// tokenizer, the context-length check, and the sampling parameters.
+#pragma once
+
+#include <string>
+
+#include "absl/status/statusor.h"
+#include "dispatch/generation.h"
+#include "frontdoor/openai/openai_protocol.h"
+#include "frontdoor/openai/served_model.h"
+
+namespace baton::router {
+
+struct BuiltRequest {
+  GenerationRequest generation;
+  double tokenize_seconds = 0;  // chat template and tokenization
+};
+
+// Errors are InvalidArgument (naming the parameter) or NotFound (an unknown model).
+// `id_prefix` starts generated request ids ("cmpl", "chatcmpl").
+absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& request, const ServedModel& model,
+                                          const std::string& id_prefix);
+
+// A fresh id: "<prefix>-" and 32 hex digits.
+std::string NewRequestId(const std::string& prefix);
+
+}  // namespace baton::router

@@ -1,0 +1,102 @@
+#include "frontdoor/openai/served_model.h"
+
+#include <chrono>
+#include <thread>
+#include <utility>
+
+#include "absl/time/clock.h"
+#include "common/status.h"
+#include "common/strings.h"
+#include "template/chat_prompt.h"
+
+namespace baton::router {
+
+absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& tokenizer_path,
+                                                               const std::string& served_name,
+                                                               WorkerClient* worker,
+                                                               absl::Duration wait) {
+  auto m = std::unique_ptr<ServedModel>(new ServedModel());
+  BATON_ASSIGN_OR_RETURN(m->files_, tokenizer::LoadTokenizerFiles(tokenizer_path));
+  const absl::Time give_up = absl::Now() + wait;
+  absl::StatusOr<baton::internal::v1::GetModelInfoResponse> info;
+  for (;;) {
+    info = worker->GetModelInfo(absl::Seconds(5));
+    if (info.ok() || info.status().code() != absl::StatusCode::kUnavailable ||
+        absl::Now() >= give_up) {
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  }
+  if (!info.ok()) return info.status();
+  m->info_ = *std::move(info);
+  if (m->info_.vocab_size() < m->files_.tokenizer->vocab_size()) {
+    return absl::FailedPreconditionError(
+        StrCat("the tokenizer at ", tokenizer_path, " has ", m->files_.tokenizer->vocab_size(),
+               " tokens but the worker's model has ", m->info_.vocab_size(),
+               "; give the router the worker's model with --model (or --tokenizer)"));
+  }
+  m->name_ = served_name.empty() ? m->info_.model_id() : served_name;
+  m->created_ = absl::ToUnixSeconds(absl::Now());
+  return m;
+}
+
+absl::Status ServedModel::CheckModelName(const std::string& model) const {
+  if (model.empty() || model == name_) return absl::OkStatus();
+  return absl::NotFoundError(
+      StrCat("The model `", model, "` does not exist. This server serves `", name_, "`."));
+}
+
+absl::StatusOr<std::vector<int32_t>> ServedModel::EncodeText(const std::string& text,
+                                                             bool add_special_tokens) const {
+  return files_.tokenizer->Encode(text, {.add_special_tokens = add_special_tokens});
+}
+
+absl::StatusOr<std::vector<int32_t>> ServedModel::EncodeChat(const nlohmann::ordered_json& chat,
+                                                             bool add_generation_prompt,
+                                                             bool add_special_tokens) const {
+  absl::StatusOr<std::string> text =
+      templating::RenderChatPrompt(files_.config, chat, add_generation_prompt);
+  if (!text.ok()) {
+    // A template that raises (e.g. "roles must alternate") is the client's error.
+    return absl::InvalidArgumentError(
+        StrCat("the chat template rejected the messages: ", text.status().message()));
+  }
+  return EncodeText(*text, add_special_tokens);
+}
+
+absl::Status ServedModel::CheckTokenIds(const std::vector<int32_t>& ids) const {
+  const int32_t vocab = files_.tokenizer->vocab_size();
+  for (size_t i = 0; i < ids.size(); ++i) {
+    if (ids[i] < 0 || ids[i] >= vocab) {
+      return absl::InvalidArgumentError(StrCat("token id ", ids[i], " at position ", i,
+                                               " is outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::StatusOr<int64_t> ServedModel::FitToContext(int64_t prompt_tokens,
+                                                  std::optional<int64_t> max_tokens,
+                                                  bool chat) const {
+  const int64_t context = max_model_len();
+  const char* what = chat ? "messages" : "prompt";
+  if (prompt_tokens == 0) {
+    return absl::InvalidArgumentError(StrCat("the ", what, " is empty after tokenization"));
+  }
+  if (prompt_tokens >= context) {
+    return absl::InvalidArgumentError(StrCat(
+        "This model's maximum context length is ", context, " tokens. However, your request has ",
+        prompt_tokens, " input tokens. Please ", "reduce the length of the input ", what, "."));
+  }
+  if (!max_tokens) return context - prompt_tokens;
+  if (prompt_tokens + *max_tokens > context) {
+    return absl::InvalidArgumentError(StrCat(
+        "This model's maximum context length is ", context, " tokens. However, you requested ",
+        prompt_tokens + *max_tokens, " tokens (", prompt_tokens, " in the ", what, ", ",
+        *max_tokens, " in the completion). Please reduce the length of the ", what,
+        " or completion ('max_tokens')."));
+  }
+  return *max_tokens;
+}
+
+}  // namespace baton::router

@@ -1,0 +1,63 @@
+// The model the router serves: its tokenizer and chat template (loaded from the model's
+// files on the router's host) and what the worker reports about it (context length, stop
+// ids, block size). Turns the three kinds of input (text, chat, token ids) into prompt
+// ids and enforces the context length the way vLLM words it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "absl/time/time.h"
+#include "baton/internal/v1/worker.pb.h"
+#include "nlohmann/json.hpp"
+#include "dispatch/worker_client.h"
+#include "tokenizer/loader.h"
+
+namespace baton::router {
+
+class ServedModel {
+ public:
+  // Loads the tokenizer from `tokenizer_path` (a model directory, .gguf or tokenizer.json)
+  // and asks the worker for the model's facts, retrying until `wait` has passed so that a
+  // router may start before its worker. `served_name` empty: the worker's model id.
+  static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& tokenizer_path,
+                                                           const std::string& served_name,
+                                                           WorkerClient* worker,
+                                                           absl::Duration wait);
+
+  const std::string& name() const { return name_; }
+  int64_t created() const { return created_; }
+  int64_t max_model_len() const { return info_.max_model_len(); }
+  const baton::internal::v1::GetModelInfoResponse& worker_info() const { return info_; }
+  const std::shared_ptr<const tokenizer::Tokenizer>& tokenizer() const { return files_.tokenizer; }
+
+  // NotFound, in OpenAI's words, unless `model` is empty or this model's name.
+  absl::Status CheckModelName(const std::string& model) const;
+
+  absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text,
+                                                  bool add_special_tokens) const;
+  // `chat`: {"messages": [...], "tools": [...]}. Special tokens are not added by default:
+  // the template writes BOS itself.
+  absl::StatusOr<std::vector<int32_t>> EncodeChat(const nlohmann::ordered_json& chat,
+                                                  bool add_generation_prompt,
+                                                  bool add_special_tokens = false) const;
+  // Every id must be in the vocabulary.
+  absl::Status CheckTokenIds(const std::vector<int32_t>& ids) const;
+
+  // The prompt must leave room for one token; prompt + max_tokens must fit the context.
+  // Returns the max_tokens to send: `max_tokens`, or the rest of the context when unset.
+  absl::StatusOr<int64_t> FitToContext(int64_t prompt_tokens, std::optional<int64_t> max_tokens,
+                                       bool chat) const;
+
+ private:
+  std::string name_;
+  int64_t created_ = 0;
+  tokenizer::TokenizerFiles files_;
+  baton::internal::v1::GetModelInfoResponse info_;
+};
+
+}  // namespace baton::router

@@ -1,0 +1,304 @@
+// RequestRun, the one sequencing of a request across workers, against fake workers on
+// loopback gRPC (tests/fakes/fake_worker.h): every way a run can end. The prefill leg
+// (ok, retried elsewhere, computed locally, refused), the decode stream (fails before and
+// after its first token), cancel in each phase, the reroute after an unreachable worker,
+// and the release of a reservation that no decode stream claimed.
+#include "dispatch/request_run.h"
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "gmock/gmock.h"
+#include "gtest/gtest.h"
+#include "tests/fakes/fake_worker.h"
+#include "tokenizer/loader.h"
+
+namespace baton::router {
+namespace {
+
+using ::testing::ElementsAre;
+using ::testing::HasSubstr;
+
+const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
+
+struct Outcome {
+  std::string text;
+  int deltas = 0;
+  ChoiceDelta last;
+  absl::Status status;
+  bool rerouted = false;
+  std::string served_by;  // the route's decode worker at the end
+};
+
+class RequestRunTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    auto files = tokenizer::LoadTokenizerFiles(kModel);
+    ASSERT_TRUE(files.ok()) << files.status();
+    tokenizer_ = files->tokenizer;
+    script_ = Encode(" there was a little girl named Lily.");
+    for (auto* w : {&a_, &b_, &c_}) w->worker.script = script_;
+  }
+
+  std::vector<int32_t> Encode(const std::string& text) {
+    return tokenizer_->Encode(text, {.add_special_tokens = false}).value();
+  }
+
+  GenerationRequest Request() {
+    GenerationRequest r;
+    r.request_id = "req";
+    r.prompt_ids = Encode("Once upon a time");
+    r.params.set_max_tokens(64);
+    return r;
+  }
+
+  // A pool over the fakes: `colocated`, `prefill` and `decode` list fakes by name.
+  std::unique_ptr<WorkerPool> Pool(const std::string& colocated, const std::string& prefill,
+                                   const std::string& decode, PoolOptions o = {}) {
+    o.policy = "round_robin";
+    auto pool = WorkerPool::Create(Targets(colocated), Targets(prefill), Targets(decode), o);
+    EXPECT_TRUE(pool.ok()) << pool.status();
+    return pool.ok() ? *std::move(pool) : nullptr;
+  }
+  std::string Targets(const std::string& names) {
+    std::string out;
+    for (char n : names) {
+      if (!out.empty()) out += ",";
+      out += Fake(n).target();
+    }
+    return out;
+  }
+  fakes::FakeWorkerServer& Fake(char name) { return name == 'a' ? a_ : name == 'b' ? b_ : c_; }
+  fakes::FakeWorkerServer& ServerOf(const WorkerClient* w) {
+    return w->target() == a_.target() ? a_ : w->target() == b_.target() ? b_ : c_;
+  }
+
+  // Runs one sequence on `route`; `during(run, deltas so far)` runs on the test's thread
+  // after the run started (and once more per delta, when `per_delta`).
+  Outcome Run(Route route, GenerationRequest r, RunOptions options = {},
+              const std::function<void(RequestRun&)>& after_start = nullptr,
+              const std::function<void(RequestRun&)>& after_first_delta = nullptr) {
+    Outcome out;
+    std::promise<void> done;
+    std::promise<void> first;
+    bool first_set = false;
+    auto wire = WorkerRequest(r, 0);
+    EXPECT_TRUE(wire.ok()) << wire.status();
+    std::unique_ptr<RequestRun> run =
+        RequestRun::Start(loops_->Pick(), std::move(route), *std::move(wire),
+                          ChoiceDecoder(0, tokenizer_, r), options,
+                          {.on_delta =
+                               [&](const ChoiceDelta& d) {
+                                 out.text += d.text;
+                                 ++out.deltas;
+                                 if (d.finished) out.last = d;
+                                 if (!first_set) {
+                                   first_set = true;
+                                   first.set_value();
+                                 }
+                               },
+                           .on_done =
+                               [&](const absl::Status& s) {
+                                 out.status = s;
+                                 done.set_value();
+                               }});
+    if (after_start) after_start(*run);
+    if (after_first_delta &&
+        first.get_future().wait_for(std::chrono::seconds(10)) == std::future_status::ready) {
+      after_first_delta(*run);
+    }
+    EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready);
+    out.rerouted = run->rerouted();
+    out.served_by = run->route().decode->target();
+    return out;
+  }
+
+  fakes::FakeWorkerServer a_, b_, c_;
+  std::vector<int32_t> script_;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+  std::unique_ptr<CompletionLoops> loops_ = CompletionLoops::Create(1);
+};
+
+TEST_F(RequestRunTest, ColocatedRunStreamsTheWorkersTokensAsText) {
+  WorkerClient worker(a_.target());
+  Outcome o = Run(Route(&worker), Request());
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.text, tokenizer_->Decode(script_).value());
+  EXPECT_EQ(o.last.finish_reason, "length");
+  EXPECT_EQ(a_.worker.prefills.load(), 0);
+  EXPECT_TRUE(a_.kv.WaitForRelease(1).empty()) << "a colocated run reserves nothing";
+}
+
+TEST_F(RequestRunTest, SplitRunPrefillsThenDecodesWithTheTransferAndOneSeed) {
+  auto pool = Pool("", "a", "b");
+  Outcome o = Run(*pool->Pick(Request().prompt_ids, ""), Request());
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.text, tokenizer_->Decode(script_).value());
+  std::lock_guard<std::mutex> pl(a_.worker.mu);
+  std::lock_guard<std::mutex> dl(b_.worker.mu);
+  ASSERT_EQ(a_.worker.prefill_requests.size(), 1u);
+  ASSERT_EQ(b_.worker.requests.size(), 1u);
+  const auto& prefill = a_.worker.prefill_requests[0];
+  const auto& decode = b_.worker.requests[0];
+  EXPECT_EQ(prefill.decode_worker(), b_.target());
+  EXPECT_EQ(prefill.request().request_id(), "req#p0");
+  EXPECT_EQ(decode.kv_transfer_id(), "req#p0");
+  ASSERT_TRUE(decode.params().has_seed());
+  EXPECT_EQ(decode.params().seed(), prefill.request().params().seed());
+  EXPECT_GT(o.last.prefill.seconds, 0);
+  EXPECT_TRUE(b_.kv.WaitForRelease(1).empty()) << "the decode stream claimed it";
+}
+
+TEST_F(RequestRunTest, FailedPrefillIsRetriedOnTheOtherPrefillWorker) {
+  auto pool = Pool("", "ac", "b");
+  Route route = *pool->Pick(Request().prompt_ids, "");
+  fakes::FakeWorkerServer& first = ServerOf(route.prefill);
+  fakes::FakeWorkerServer& other = &first == &a_ ? c_ : a_;
+  first.worker.prefill_fail = grpc::Status(grpc::StatusCode::INTERNAL, "transfer broke");
+  Outcome o = Run(std::move(route), Request());
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(first.worker.prefills.load(), 1);
+  EXPECT_EQ(other.worker.prefills.load(), 1);
+  std::lock_guard<std::mutex> lock(b_.worker.mu);
+  ASSERT_EQ(b_.worker.requests.size(), 1u);
+  EXPECT_EQ(b_.worker.requests[0].kv_transfer_id(), "req#p1");
+  // The failed attempt's reservation is given back; the second one was claimed.
+  EXPECT_THAT(b_.kv.WaitForRelease(10), ElementsAre("req#p0"));
+}
+
+TEST_F(RequestRunTest, FailedPrefillWithNoOtherWorkerIsComputedOnTheDecodeWorker) {
+  auto pool = Pool("", "a", "b");
+  a_.worker.prefill_fail = grpc::Status(grpc::StatusCode::UNAVAILABLE, "gone");
+  Outcome o = Run(*pool->Pick(Request().prompt_ids, ""), Request());
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.text, tokenizer_->Decode(script_).value());
+  std::lock_guard<std::mutex> lock(b_.worker.mu);
+  ASSERT_EQ(b_.worker.requests.size(), 1u);
+  EXPECT_EQ(b_.worker.requests[0].kv_transfer_id(), "") << "no transfer to wait for";
+}
+
+TEST_F(RequestRunTest, RefusedPrefillFailsTheRunWithTheWorkersStatus) {
+  auto pool = Pool("", "ac", "b");
+  for (auto* w : {&a_, &c_}) {
+    w->worker.prefill_fail = grpc::Status(grpc::StatusCode::INVALID_ARGUMENT, "prompt too long");
+  }
+  Outcome o = Run(*pool->Pick(Request().prompt_ids, ""), Request());
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(o.status.message(), "prompt too long");
+  EXPECT_EQ(a_.worker.prefills.load() + c_.worker.prefills.load(), 1) << "not retried";
+  EXPECT_EQ(b_.worker.generates.load(), 0);
+  EXPECT_EQ(o.deltas, 0);
+  EXPECT_THAT(b_.kv.WaitForRelease(10), ElementsAre("req#p0"));
+}
+
+TEST_F(RequestRunTest, FailoverNoneFailsTheRunWhenThePrefillWorkerIsDown) {
+  PoolOptions o;
+  o.failover = PrefillFailover::kNone;
+  auto pool = Pool("", "a", "b", o);
+  a_.Shutdown();
+  Outcome out = Run(*pool->Pick(Request().prompt_ids, ""), Request());
+  EXPECT_EQ(out.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_THAT(out.status.message(), HasSubstr(a_.target()));
+  EXPECT_EQ(b_.worker.generates.load(), 0);
+}
+
+TEST_F(RequestRunTest, DecodeFailureBeforeTheFirstTokenReleasesTheReservation) {
+  auto pool = Pool("", "a", "b");
+  b_.worker.fail = grpc::Status(grpc::StatusCode::INTERNAL, "decode broke");
+  Outcome o = Run(*pool->Pick(Request().prompt_ids, ""), Request());
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kInternal);
+  EXPECT_EQ(o.status.message(), "decode broke");
+  EXPECT_EQ(o.deltas, 0);
+  EXPECT_THAT(b_.kv.WaitForRelease(10), ElementsAre("req#p0"));
+}
+
+TEST_F(RequestRunTest, DecodeFailureAfterTheFirstTokenEndsTheRunAfterItsText) {
+  auto pool = Pool("", "a", "b");
+  b_.worker.fail_after = 1;
+  Outcome o = Run(*pool->Pick(Request().prompt_ids, ""), Request());
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kInternal);
+  EXPECT_THAT(o.status.message(), HasSubstr("mid-stream"));
+  EXPECT_EQ(o.deltas, 1);
+  EXPECT_EQ(o.text, tokenizer_->Decode(std::vector<int32_t>{script_[0]}).value());
+  EXPECT_TRUE(b_.kv.WaitForRelease(1).empty()) << "the decode worker had claimed it";
+}
+
+TEST_F(RequestRunTest, CancelDuringThePrefillEndsCancelledAndReleases) {
+  auto pool = Pool("", "a", "b");
+  a_.worker.prefill_hang = true;
+  Outcome o = Run(*pool->Pick(Request().prompt_ids, ""), Request(), {}, [&](RequestRun& run) {
+    ASSERT_EQ(fakes::FakeWorker::WaitFor(a_.worker.prefills, 1), 1);
+    run.Cancel();
+  });
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(b_.worker.generates.load(), 0) << "the decode stream never started";
+  EXPECT_THAT(b_.kv.WaitForRelease(10), ElementsAre("req#p0"));
+}
+
+TEST_F(RequestRunTest, CancelDuringTheDecodeStreamStopsTheWorker) {
+  auto pool = Pool("", "a", "b");
+  b_.worker.hang = true;
+  Outcome o = Run(*pool->Pick(Request().prompt_ids, ""), Request(), {}, nullptr,
+                  [](RequestRun& run) { run.Cancel(); });
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_GE(o.deltas, 1);
+  EXPECT_EQ(fakes::FakeWorker::WaitFor(b_.worker.cancelled, 1), 1);
+}
+
+TEST_F(RequestRunTest, CancelBeforeAnyCallStartsNothingOnTheWorker) {
+  WorkerClient worker(a_.target());
+  Outcome o = Run(Route(&worker), Request(), {}, [](RequestRun& run) { run.Cancel(); });
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(o.deltas, 0);
+}
+
+TEST_F(RequestRunTest, AnUnreachableWorkerIsReroutedOnceToAnother) {
+  auto pool = Pool("ab", "", "");
+  Route route = *pool->Pick(Request().prompt_ids, "");
+  fakes::FakeWorkerServer& down = ServerOf(route.decode);
+  fakes::FakeWorkerServer& other = &down == &a_ ? b_ : a_;
+  down.Shutdown();
+  Outcome o = Run(std::move(route), Request());
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_TRUE(o.rerouted);
+  EXPECT_EQ(o.served_by, other.target());
+  EXPECT_EQ(o.text, tokenizer_->Decode(script_).value());
+}
+
+TEST_F(RequestRunTest, NoRerouteOnceTheWorkerSentATokenOrWhenNotAllowed) {
+  auto pool = Pool("ab", "", "");
+  Route route = *pool->Pick(Request().prompt_ids, "");
+  fakes::FakeWorkerServer& serving = ServerOf(route.decode);
+  fakes::FakeWorkerServer& other = &serving == &a_ ? b_ : a_;
+  serving.worker.fail_after = 1;
+  serving.worker.fail_after_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "went away");
+  Outcome o = Run(std::move(route), Request());
+  EXPECT_EQ(o.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(o.rerouted);
+  EXPECT_EQ(other.worker.generates.load(), 0);
+
+  // One choice of several (may_reroute off) stays where it is.
+  Route again = *pool->Pick(Request().prompt_ids, "");
+  ServerOf(again.decode).Shutdown();
+  Outcome stay = Run(std::move(again), Request(), {.may_reroute = false});
+  EXPECT_EQ(stay.status.code(), absl::StatusCode::kUnavailable);
+  EXPECT_FALSE(stay.rerouted);
+}
+
+TEST_F(RequestRunTest, StopStringEndsTheRunAndCancelsTheWorker) {
+  WorkerClient worker(a_.target());
+  a_.worker.hang = true;
+  GenerationRequest r = Request();
+  r.stop = {"girl na"};
+  Outcome o = Run(Route(&worker), r);
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.text, " there was a little ");
+  EXPECT_EQ(o.last.finish_reason, "stop");
+  EXPECT_EQ(fakes::FakeWorker::WaitFor(a_.worker.cancelled, 1), 1);
+}
+
+}  // namespace
+}  // namespace baton::router
