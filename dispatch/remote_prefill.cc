@@ -22,6 +22,9 @@ pb::PrefillRequest PrefillCall(const pb::GenerateRequest& wire, const std::strin
   pb::PrefillRequest out;
   *out.mutable_request() = wire;
   out.mutable_request()->set_request_id(transfer_id);
+  // The decode stream's own fields: the prefill worker sends the transfer, it awaits none.
+  out.mutable_request()->clear_kv_transfer_id();
+  out.mutable_request()->clear_await_kv_transfer_ms();
   out.set_decode_worker(route.decode->target());
   return out;
 }

@@ -52,10 +52,20 @@ void RequestRun::Begin() {
     // on the decode worker.
     EnsureSeed(&wire_);
     prefill_ = route_.prefill;
-    StartPrefill();
+    StartSplitAttempt();
   } else {
     StartDecode();
   }
+}
+
+void RequestRun::StartSplitAttempt() {
+  transfer_id_ = TransferId(wire_, attempt_);
+  StartPrefill();
+  // The decode stream opens now and waits on the decode worker for the transfer, so the
+  // first token needs no router round trip after the prefill's reply.
+  wire_.set_kv_transfer_id(transfer_id_);
+  wire_.set_await_kv_transfer_ms(kAwaitKvTransferMs);
+  StartDecode();
 }
 
 bool RequestRun::cancelled() const {
@@ -72,9 +82,10 @@ void RequestRun::Cancel() {
 }
 
 void RequestRun::StartPrefill() {
-  transfer_id_ = TransferId(wire_, attempt_);
   prefill_req_ = PrefillCall(wire_, transfer_id_, route_);
   prefill_started_ = Clock::now();
+  prefill_pending_ = true;
+  prefill_failed_ = false;
   auto ctx = std::make_unique<grpc::ClientContext>();
   if (options_.deadline) ctx->set_deadline(*options_.deadline);
   {
@@ -88,39 +99,30 @@ void RequestRun::StartPrefill() {
 }
 
 void RequestRun::OnPrefillDone(bool /*ok*/) {
+  prefill_pending_ = false;
   AddPrefillCall(prefill_status_, prefill_resp_,
                  std::chrono::duration<double>(Clock::now() - prefill_started_).count(),
                  &prefill_timings_);
-  const bool was_cancelled = cancelled();
-  if (prefill_status_.ok() && !was_cancelled) {
+  if (prefill_status_.ok() && !cancelled()) {
     route_.PromptDone();
     RecordPrefill(route_, prefill_status_, prefill_resp_, {});
-    wire_.set_kv_transfer_id(transfer_id_);
-    StartDecode();
-    return;
+  } else {
+    prefill_failed_ = true;
+    // Unless the decode stream is already serving (the transfer completed before the
+    // failure), this attempt is over: its stream must not deliver, and it is waiting for
+    // a transfer that will not come.
+    if (messages_ == 0 && decode_pending_) {
+      abandoned_ = true;
+      decode_ctx_->TryCancel();
+    }
   }
-  const AfterPrefill next =
-      was_cancelled ? AfterPrefill{}
-                    : DecideAfterPrefillFailure(route_, prefill_, prefill_status_, attempt_);
-  RecordPrefill(route_, prefill_status_, prefill_resp_, next);
-  // A prefill worker that failed mid-transfer, or one that finished just as the cancel
-  // came, may leave this attempt's reservation on the decode worker.
-  ReleaseTransfer(*route_.decode, transfer_id_, cq_);
-  switch (next.action) {
-    case AfterPrefill::kRetry:
-      ++attempt_;
-      prefill_ = next.worker;
-      StartPrefill();
-      return;
-    case AfterPrefill::kLocal:
-      transfer_id_.clear();  // nothing is reserved for a prompt the decode worker computes
-      StartDecode();
-      return;
-    case AfterPrefill::kFail:
-      End(was_cancelled ? absl::CancelledError("the request was cancelled")
-                        : prefill_->ToStatus(prefill_status_));
-      return;
+  if (held_final_) {  // the final delta waited for the prefill's timings
+    ChoiceDelta d = *std::move(held_final_);
+    held_final_.reset();
+    d.prefill = prefill_timings_;
+    callbacks_.on_delta(d);
   }
+  Settle();
 }
 
 void RequestRun::StartDecode() {
@@ -131,6 +133,8 @@ void RequestRun::StartDecode() {
     decode_ctx_ = std::move(ctx);
     if (cancelled_) decode_ctx_->TryCancel();
   }
+  decode_pending_ = true;
+  abandoned_ = false;
   decode_status_ = grpc::Status();
   reader_ = route_.decode->stub()->PrepareAsyncGenerate(decode_ctx_.get(), wire_, cq_);
   reader_->StartCall(&start_step_);
@@ -149,9 +153,13 @@ void RequestRun::OnRead(bool ok) {
     reader_->Finish(&decode_status_, &finish_step_);
     return;
   }
+  if (abandoned_) {  // drained until the worker closes the stream
+    reader_->Read(&msg_, &read_step_);
+    return;
+  }
   ++messages_;
   route_.PromptDone();
-  if (!error_.ok() || decoder_.ended()) {  // drained until the worker closes the stream
+  if (!error_.ok() || decoder_.ended()) {
     reader_->Read(&msg_, &read_step_);
     return;
   }
@@ -161,12 +169,21 @@ void RequestRun::OnRead(bool ok) {
     error_ = has_delta.status();
     decode_ctx_->TryCancel();
   } else if (*has_delta) {
-    if (d.finished) d.prefill = prefill_timings_;
-    callbacks_.on_delta(d);
+    if (d.finished && prefill_pending_) {
+      held_final_ = std::move(d);  // delivered with the prefill's timings, once they are in
+    } else {
+      if (d.finished) d.prefill = prefill_timings_;
+      callbacks_.on_delta(d);
+    }
     // The worker would generate on; its stream then ends CANCELLED.
-    if (d.finished && decoder_.stopped_by_string()) decode_ctx_->TryCancel();
+    if (decoder_.ended() && decoder_.stopped_by_string()) decode_ctx_->TryCancel();
   }
   reader_->Read(&msg_, &read_step_);  // until the worker closes the stream
+}
+
+void RequestRun::OnDecodeFinish(bool /*ok*/) {
+  decode_pending_ = false;
+  Settle();
 }
 
 bool RequestRun::Reroute() {
@@ -182,7 +199,9 @@ bool RequestRun::Reroute() {
   route_ = *std::move(next);
   reader_.reset();  // it refers to the old context, which StartDecode replaces
   wire_.clear_kv_transfer_id();
+  wire_.clear_await_kv_transfer_ms();
   transfer_id_.clear();
+  prefill_failed_ = false;
   attempt_ = 1;  // a fresh transfer id
   Begin();
   return true;
@@ -192,22 +211,53 @@ void RequestRun::ReleaseUnclaimedTransfer() {
   if (!transfer_id_.empty() && messages_ == 0) ReleaseTransfer(*route_.decode, transfer_id_, cq_);
 }
 
-// How the decode stream ended, once read to its close.
-void RequestRun::OnDecodeFinish(bool /*ok*/) {
-  if (Reroute()) return;
-  ReleaseUnclaimedTransfer();
-  if (decoder_.ended()) {
-    End(absl::OkStatus());
-  } else if (!error_.ok()) {
-    End(error_);
-  } else if (cancelled()) {
-    End(absl::CancelledError("the request was cancelled"));
-  } else if (!decode_status_.ok()) {
-    End(route_.decode->ToStatus(decode_status_));
-  } else {
-    End(absl::InternalError(StrCat("the worker at ", route_.decode->target(),
-                                   " ended a stream without its final message")));
+// Once neither call of the attempt is in flight: how the run goes on, or ends.
+void RequestRun::Settle() {
+  if (prefill_pending_ || decode_pending_) return;
+  if (decoder_.ended()) return End(absl::OkStatus());
+  if (!error_.ok()) return End(error_);
+  if (messages_ > 0) return EndWithDecodeStatus();  // the stream broke after it served
+  // Nothing was delivered.
+  if (cancelled()) {
+    ReleaseUnclaimedTransfer();
+    return End(absl::CancelledError("the request was cancelled"));
   }
+  // A decode worker that cannot be reached: start over elsewhere (its pages are moot).
+  if (Reroute()) return;
+  if (!prefill_failed_) {
+    ReleaseUnclaimedTransfer();
+    return EndWithDecodeStatus();
+  }
+  const AfterPrefill next = DecideAfterPrefillFailure(route_, prefill_, prefill_status_, attempt_);
+  RecordPrefill(route_, prefill_status_, prefill_resp_, next);
+  // A prefill worker that failed mid-transfer, or one that finished just as the cancel
+  // came, may leave this attempt's reservation on the decode worker.
+  ReleaseTransfer(*route_.decode, transfer_id_, cq_);
+  reader_.reset();  // a new decode stream replaces the abandoned one
+  switch (next.action) {
+    case AfterPrefill::kRetry:
+      ++attempt_;
+      prefill_ = next.worker;
+      StartSplitAttempt();
+      return;
+    case AfterPrefill::kLocal:
+      // The decode worker computes the prompt itself: nothing to wait for.
+      transfer_id_.clear();
+      prefill_failed_ = false;
+      wire_.clear_kv_transfer_id();
+      wire_.clear_await_kv_transfer_ms();
+      StartDecode();
+      return;
+    case AfterPrefill::kFail:
+      End(prefill_->ToStatus(prefill_status_));
+      return;
+  }
+}
+
+void RequestRun::EndWithDecodeStatus() {
+  if (!decode_status_.ok()) return End(route_.decode->ToStatus(decode_status_));
+  End(absl::InternalError(StrCat("the worker at ", route_.decode->target(),
+                                 " ended a stream without its final message")));
 }
 
 void RequestRun::End(absl::Status status) {

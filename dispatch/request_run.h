@@ -2,12 +2,15 @@
 // them. Both front doors use it (Generation for HTTP, one run per choice; GenerateCall for
 // baton.v1, one run).
 //
-//   colocated route:  decode stream ─────────────────────────────► done
-//   split route:      Prefill ─ok─► decode stream (with the transfer id) ──► done
-//                       │ fails: retry on another prefill worker, or prefill on the
-//                       │        decode worker, or fail (DecideAfterPrefillFailure)
+//   colocated route:  decode stream ──────────────────────────────────────► done
+//   split route:      Prefill ─────────────────┐  both in flight at once; the decode
+//                     decode stream (awaits the ┘  worker starts the stream when the
+//                       transfer id)               transfer completes
+//                       │ Prefill fails before the stream served: the stream is
+//                       │ abandoned, then retry on another prefill worker, or prefill on
+//                       │ the decode worker, or fail (DecideAfterPrefillFailure)
 //   decode stream UNAVAILABLE before any message: reroute once (RerouteAfterFailure)
-//   a split run that ends before the decode stream delivered anything: ReleaseTransfer
+//   a split attempt that ends before its decode stream delivered anything: ReleaseTransfer
 //
 // Every step runs on one completion queue (a CompletionLoops loop), so the callbacks of
 // a run never overlap and no router thread waits per token. The worker's messages are
@@ -31,11 +34,11 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "baton/internal/v1/worker.grpc.pb.h"
-#include "grpcpp/grpcpp.h"
 #include "dispatch/choice_decoder.h"
 #include "dispatch/completion_loops.h"
 #include "dispatch/generation_types.h"
 #include "dispatch/worker_pool.h"
+#include "grpcpp/grpcpp.h"
 
 namespace baton::router {
 
@@ -85,7 +88,8 @@ class RequestRun {
  private:
   RequestRun(grpc::CompletionQueue* cq, Route route, baton::internal::v1::GenerateRequest wire,
              ChoiceDecoder decoder, RunOptions options, RunCallbacks callbacks);
-  void Begin();  // the first call of the route: Prefill or the decode stream
+  void Begin();  // the first calls of the route: the decode stream, with Prefill if split
+  void StartSplitAttempt();  // Prefill and the decode stream awaiting its transfer
   void StartPrefill();
   void OnPrefillDone(bool ok);
   void StartDecode();
@@ -98,7 +102,14 @@ class RequestRun {
   // Releases the decode worker's reservation when a split run ends before its decode
   // stream delivered anything.
   void ReleaseUnclaimedTransfer();
+  // Once neither call is in flight: goes on (retry, local prefill, reroute) or ends.
+  void Settle();
+  void EndWithDecodeStatus();
   void End(absl::Status status);
+
+  // How long the decode worker waits for a split attempt's transfer (the proto's bound);
+  // the request's deadline and the router's cancel end the wait sooner.
+  static constexpr uint32_t kAwaitKvTransferMs = 600000;
 
   grpc::CompletionQueue* cq_;
   Route route_;
@@ -107,8 +118,13 @@ class RequestRun {
   RunOptions options_;
   RunCallbacks callbacks_;
   bool rerouted_ = false;
-  int messages_ = 0;    // from the decode worker, on this route
-  absl::Status error_;  // a bad message from the worker
+  int messages_ = 0;              // from the decode worker, on this route
+  absl::Status error_;            // a bad message from the worker
+  bool prefill_pending_ = false;  // the calls of the attempt in flight
+  bool decode_pending_ = false;
+  bool prefill_failed_ = false;            // this attempt's Prefill failed (or was cancelled)
+  bool abandoned_ = false;                 // the decode stream is drained, not delivered
+  std::optional<ChoiceDelta> held_final_;  // until the prefill's timings are in
 
   // The calls in flight; swapped only on the loop thread, read by Cancel under mu_.
   mutable std::mutex mu_;

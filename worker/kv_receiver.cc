@@ -154,7 +154,17 @@ KvReceiver::~KvReceiver() {
   }
   wake_.notify_all();
   if (watcher_.joinable()) watcher_.join();
-  for (transport::Lease& l : leases_.Expire(absl::InfiniteFuture())) Drop(l.request_id);
+  for (transport::Lease& l : leases_.Expire(absl::InfiniteFuture())) {
+    Drop(l.request_id, absl::UnavailableError("the decode worker is shutting down"));
+  }
+  std::map<std::string, Waiter, std::less<>> waiters;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    waiters.swap(waiters_);
+  }
+  for (auto& [id, w] : waiters) {
+    w.done(absl::UnavailableError("the decode worker is shutting down"));
+  }
 }
 
 grpc::Service* KvReceiver::service() { return service_.get(); }
@@ -166,24 +176,86 @@ void KvReceiver::UpdateGauges() {
 void KvReceiver::WatchLeases() {
   std::unique_lock<std::mutex> lock(mu_);
   while (!stop_) {
-    const absl::Time next = std::min(leases_.NextDeadline().value_or(absl::InfiniteFuture()),
-                                     absl::Now() + absl::Seconds(1));
+    absl::Time next = std::min(leases_.NextDeadline().value_or(absl::InfiniteFuture()),
+                               absl::Now() + absl::Seconds(1));
+    for (const auto& [id, w] : waiters_) next = std::min(next, w.deadline);
     wake_.wait_until(lock, absl::ToChronoTime(next));
     if (stop_) break;
     lock.unlock();
     for (transport::Lease& l : leases_.Expire(absl::Now())) {
-      Drop(l.request_id);
+      Drop(l.request_id,
+           absl::DeadlineExceededError("the KV transfer's lease ended before it completed"));
       if (metrics_ != nullptr) metrics_->CountExpired();
     }
+    ExpireWaiters(absl::Now());
     UpdateGauges();
     lock.lock();
   }
 }
 
-void KvReceiver::Drop(const std::string& transfer_id) {
+void KvReceiver::Drop(const std::string& transfer_id, const absl::Status& why) {
   (void)engine_->ReleaseKv(transfer_id);  // NotFound: a claimed request owns the pages now
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    transfers_.erase(transfer_id);
+  }
+  Settle(transfer_id, why);
+}
+
+void KvReceiver::Settle(const std::string& transfer_id, const absl::Status& status) {
+  std::function<void(absl::Status)> done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = waiters_.find(transfer_id);
+    if (it == waiters_.end()) return;
+    done = std::move(it->second.done);
+    waiters_.erase(it);
+  }
+  done(status);
+}
+
+void KvReceiver::ExpireWaiters(absl::Time now) {
+  std::vector<Waiter> expired;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto it = waiters_.begin(); it != waiters_.end();) {
+      if (it->second.deadline <= now) {
+        expired.push_back(std::move(it->second));
+        it = waiters_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (Waiter& w : expired) {
+    w.done(absl::DeadlineExceededError(
+        StrCat("waited ", absl::ToInt64Milliseconds(w.wait),
+               " ms (await_kv_transfer_ms) for the KV transfer; the prefill worker did not "
+               "complete it")));
+  }
+}
+
+void KvReceiver::ClaimWhenComplete(const std::string& transfer_id, absl::Duration wait,
+                                   std::function<void(absl::Status)> done) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = transfers_.find(transfer_id);
+    if (it == transfers_.end() || !it->second.complete) {
+      if (!waiters_.contains(transfer_id)) {
+        waiters_.emplace(transfer_id, Waiter{absl::Now() + wait, wait, std::move(done)});
+        wake_.notify_all();  // the watcher ends the wait at its deadline
+        return;
+      }
+    }
+  }
+  if (!done) return;
+  // Complete already (or a second waiter, which Claim refuses if the first one won).
+  done(Claim(transfer_id));
+}
+
+bool KvReceiver::CancelWait(const std::string& transfer_id) {
   std::lock_guard<std::mutex> lock(mu_);
-  transfers_.erase(transfer_id);
+  return waiters_.erase(transfer_id) > 0;
 }
 
 absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest& req) {
@@ -220,7 +292,7 @@ absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest&
   }
   absl::Status leased = leases_.Add({t.request_id, reserved.pages, deadline});
   if (!leased.ok()) {
-    Drop(t.request_id);
+    Drop(t.request_id, leased);
     return leased;
   }
   wake_.notify_all();  // the watcher may need an earlier wake-up
@@ -284,20 +356,34 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
     if (valid.ok() && metrics_ != nullptr) metrics_->ObserveReceived(received);
   }
   if (!valid.ok()) {
-    Drop(c->request_id);
+    Drop(c->request_id, valid);
     UpdateGauges();
     return failed(valid, valid.code() == absl::StatusCode::kDataLoss ? "checksum" : "complete");
   }
+  // Until a Generate call claims it; a router that died meanwhile leaves it to expire. The
+  // lease is in place before the transfer reads as complete, so that a waiter's claim
+  // finds it.
+  absl::Status leased =
+      leases_.Add({c->request_id, std::move(lease->pages), absl::Now() + options_.claim_lease});
+  if (!leased.ok()) {
+    Drop(c->request_id, leased);
+    UpdateGauges();
+    return leased;
+  }
+  std::function<void(absl::Status)> waiter;
   {
     std::lock_guard<std::mutex> lock(mu_);
     transfers_[c->request_id].complete = true;
+    // Taken out in the same step, so that a CancelWait either comes first (no claim) or
+    // finds nothing (the waiter owns what it claims).
+    if (auto it = waiters_.find(c->request_id); it != waiters_.end()) {
+      waiter = std::move(it->second.done);
+      waiters_.erase(it);
+    }
   }
-  // Until a Generate call claims it; a router that died meanwhile leaves it to expire.
-  absl::Status leased =
-      leases_.Add({c->request_id, std::move(lease->pages), absl::Now() + options_.claim_lease});
-  if (!leased.ok()) Drop(c->request_id);
+  if (waiter) waiter(Claim(c->request_id));
   UpdateGauges();
-  return leased;
+  return absl::OkStatus();
 }
 
 absl::StatusOr<absl::Time> KvReceiver::KeepAlive(const pb::KeepAliveRequest& req) {
@@ -321,14 +407,21 @@ absl::StatusOr<absl::Time> KvReceiver::KeepAlive(const pb::KeepAliveRequest& req
   const absl::Time deadline = absl::Now() + lease;
   held->deadline = deadline;
   if (absl::Status s = leases_.Add(*std::move(held)); !s.ok()) {
-    Drop(req.request_id());
+    Drop(req.request_id(), s);
     return s;
   }
   return deadline;
 }
 
 void KvReceiver::Release(const std::string& transfer_id) {
-  if (leases_.Take(transfer_id).ok()) Drop(transfer_id);
+  const absl::Status released = absl::AbortedError(
+      StrCat("the KV transfer '", transfer_id,
+             "' was released before it completed: the prefill failed or was cancelled"));
+  if (leases_.Take(transfer_id).ok()) {
+    Drop(transfer_id, released);
+  } else {
+    Settle(transfer_id, released);  // released before it was even reserved
+  }
   UpdateGauges();
 }
 

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <condition_variable>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -66,6 +67,17 @@ class KvReceiver {
   // complete, expired, or was claimed already.
   absl::Status Claim(const std::string& transfer_id);
 
+  // The same, for a Generate call opened before the transfer completed (the router opens
+  // the decode stream together with the Prefill): calls `done` once the transfer is
+  // complete and claimed (OK), or with the reason it never will be: it failed, was
+  // released (Aborted), its lease ended, or `wait` passed (DeadlineExceeded). At once, on
+  // this thread, when it is complete already; else on the thread that settles it. One
+  // waiter per transfer id. Never called once CancelWait returned true.
+  void ClaimWhenComplete(const std::string& transfer_id, absl::Duration wait,
+                         std::function<void(absl::Status)> done);
+  // Removes the waiter; false when it has been called (or is being called) already.
+  bool CancelWait(const std::string& transfer_id);
+
   int64_t leases_held() const { return leases_.leases_held(); }
   int64_t pages_reserved() const { return leases_.pages_reserved(); }
 
@@ -83,9 +95,20 @@ class KvReceiver {
   // A sliced completion's checksums, on every rank; the bytes they cover.
   absl::StatusOr<uint64_t> VerifySlices(const Transfer& transfer,
                                         const transport::TransferComplete& complete);
+  // A Generate call waiting for its transfer (ClaimWhenComplete).
+  struct Waiter {
+    absl::Time deadline;
+    absl::Duration wait;
+    std::function<void(absl::Status)> done;
+  };
   void WatchLeases();
-  // Frees a transfer's pages and forgets it (the caller took its lease).
-  void Drop(const std::string& transfer_id);
+  // Frees a transfer's pages and forgets it (the caller took its lease); a call waiting
+  // for it gets `why`.
+  void Drop(const std::string& transfer_id, const absl::Status& why);
+  // Calls the waiter for `transfer_id`, if any, with `status`.
+  void Settle(const std::string& transfer_id, const absl::Status& status);
+  // Ends the waits whose deadline passed.
+  void ExpireWaiters(absl::Time now);
   void UpdateGauges();
 
   absl::StatusOr<baton::internal::v1::TransferTicket> Reserve(
@@ -110,6 +133,7 @@ class KvReceiver {
   std::condition_variable wake_;
   bool stop_ = false;
   std::map<std::string, Transfer, std::less<>> transfers_;
+  std::map<std::string, Waiter, std::less<>> waiters_;
   std::thread watcher_;
 };
 

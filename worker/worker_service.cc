@@ -24,6 +24,7 @@ namespace pb = ::baton::internal::v1;
 constexpr int kMaxPromptIds = 1 << 20;
 constexpr size_t kMaxRequestIdBytes = 256;
 constexpr size_t kMaxCacheSaltBytes = 1024;
+constexpr uint32_t kMaxAwaitKvTransferMs = 600000;
 
 // Appends one event to a message: several events of one stream travel in one message when
 // the client reads slower than the engine steps. Token ids, text and logprobs concatenate;
@@ -76,6 +77,13 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
     return absl::InvalidArgumentError(StrCat("kv_transfer_id is ", in.kv_transfer_id().size(),
                                              " bytes; the limit is ", kMaxRequestIdBytes));
   }
+  if (in.await_kv_transfer_ms() > kMaxAwaitKvTransferMs) {
+    return absl::InvalidArgumentError(StrCat("await_kv_transfer_ms is ", in.await_kv_transfer_ms(),
+                                             "; the limit is ", kMaxAwaitKvTransferMs));
+  }
+  if (in.await_kv_transfer_ms() > 0 && in.kv_transfer_id().empty()) {
+    return absl::InvalidArgumentError("await_kv_transfer_ms needs a kv_transfer_id to wait for");
+  }
   if (in.prompt_ids_size() > kMaxPromptIds) {
     return absl::InvalidArgumentError(
         StrCat("prompt_ids has ", in.prompt_ids_size(), " ids; the limit is ", kMaxPromptIds));
@@ -113,20 +121,41 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
 // each write's completion sends what queued meanwhile. So a stream costs no thread and no
 // polling, and a client that reads slowly gets several steps per message instead of a
 // growing backlog of messages.
+//
+// A decode stream opened before its KV transfer completed first waits for it
+// (AwaitTransfer, KvReceiver::ClaimWhenComplete) without a thread: the call that settles
+// the transfer submits the request.
 class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
  public:
-  GenerateReactor(engine::Engine* engine, std::shared_ptr<engine::RequestStream> stream)
-      : engine_(engine), stream_(std::move(stream)) {}
+  explicit GenerateReactor(engine::Engine* engine) : engine_(engine) {}
 
-  // After the constructor: the listener may call back at once.
-  void Start() {
-    stream_->SetListener([this] { Pump(/*write_done=*/false); });
+  // Streams `stream`'s events; the listener may call back at once.
+  void Start(std::shared_ptr<engine::RequestStream> stream) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stream_ = stream;
+    }
+    stream->SetListener([this] { Pump(/*write_done=*/false); });
+  }
+
+  // Waits up to `wait` for `request`'s transfer, then submits it (or ends with the reason
+  // the transfer never completed).
+  void AwaitTransfer(KvReceiver* receiver, engine::EngineRequest request, absl::Duration wait) {
+    receiver_ = receiver;
+    transfer_id_ = request.kv_transfer_id;
+    request_ = std::move(request);
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_ = true;
+    }
+    receiver_->ClaimWhenComplete(transfer_id_, wait,
+                                 [this](absl::Status claimed) { OnClaimed(std::move(claimed)); });
   }
 
   void OnWriteDone(bool ok) override {
     if (!ok) {
       // The client is gone: stop the work (NotFound if it just finished).
-      (void)engine_->Cancel(stream_->id());
+      (void)engine_->Cancel(stream_->id());  // writes come after Start: stream_ is set
       std::lock_guard<std::mutex> lock(mu_);
       writing_ = false;
       client_gone_ = true;
@@ -137,21 +166,41 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   }
 
   void OnCancel() override {
-    (void)engine_->Cancel(stream_->id());  // never under mu_: the engine's Push takes it
-    std::lock_guard<std::mutex> lock(mu_);
-    client_gone_ = true;
-    if (!writing_)
+    std::shared_ptr<engine::RequestStream> stream;
+    bool waiting = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      client_gone_ = true;
+      stream = stream_;
+      waiting = waiting_;
+    }
+    // Still waiting for the transfer: unless its settling call has begun (OnClaimed then
+    // sees client_gone_), nothing else will end the call.
+    if (waiting && receiver_->CancelWait(transfer_id_)) {
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_ = false;
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+      return;
+    }
+    if (stream != nullptr) (void)engine_->Cancel(stream->id());  // never under mu_
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!writing_ && !waiting_) {
+      FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
+    }
   }
 
   void OnDone() override {
-    stream_->SetListener(nullptr);  // waits for a listener call in progress
+    std::shared_ptr<engine::RequestStream> stream;
     bool ended = false;
     {
       std::lock_guard<std::mutex> lock(mu_);
+      stream = stream_;
       ended = ended_;
     }
-    if (!ended) (void)engine_->Cancel(stream_->id());
+    if (stream != nullptr) {
+      stream->SetListener(nullptr);  // waits for a listener call in progress
+      if (!ended) (void)engine_->Cancel(stream->id());
+    }
     delete this;
   }
 
@@ -160,7 +209,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   void Pump(bool write_done) {
     std::lock_guard<std::mutex> lock(mu_);
     if (write_done) writing_ = false;
-    if (writing_ || finishing_) return;
+    if (writing_ || finishing_ || waiting_) return;
     if (client_gone_) {
       FinishLocked(grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled"));
       return;
@@ -194,6 +243,44 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
     }
   }
 
+  // The transfer settled: `claimed` OK when this call now owns its pages. waiting_ stays
+  // set until the end, so that neither OnCancel nor the listener's Pump can finish the
+  // call (and so delete it) while this runs; its last act is the Pump that hands over.
+  void OnClaimed(absl::Status claimed) {
+    bool gone = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      gone = client_gone_;
+    }
+    if (claimed.ok() && gone) (void)engine_->ReleaseKv(transfer_id_);
+    if (!claimed.ok() || gone) {
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_ = false;
+      FinishLocked(gone ? grpc::Status(grpc::StatusCode::CANCELLED, "the call was cancelled")
+                        : ToGrpcStatus(claimed));
+      return;
+    }
+    absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
+        engine_->Submit(std::move(request_));
+    if (!stream.ok()) {
+      (void)engine_->ReleaseKv(transfer_id_);  // the claim ended the transfer's lease
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_ = false;
+      FinishLocked(ToGrpcStatus(stream.status()));
+      return;
+    }
+    const std::string id = (*stream)->id();
+    Start(*std::move(stream));
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      waiting_ = false;
+      gone = client_gone_;
+    }
+    // A cancel that came while this was submitting found no stream to cancel.
+    if (gone) (void)engine_->Cancel(id);
+    Pump(/*write_done=*/false);
+  }
+
   void FinishLocked(grpc::Status status) {
     if (finishing_) return;
     finishing_ = true;
@@ -201,8 +288,13 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   }
 
   engine::Engine* const engine_;
-  const std::shared_ptr<engine::RequestStream> stream_;
+  std::shared_ptr<engine::RequestStream> stream_;  // set once, under mu_
+  // AwaitTransfer's; written before the wait starts.
+  KvReceiver* receiver_ = nullptr;
+  std::string transfer_id_;
+  engine::EngineRequest request_;
   std::mutex mu_;
+  bool waiting_ = false;      // for the transfer; no stream yet
   bool writing_ = false;      // a message is in flight; OnWriteDone follows
   bool finishing_ = false;    // Finish was called (at most once)
   bool client_gone_ = false;  // cancelled, or a write failed
@@ -239,6 +331,12 @@ class WorkerService::WorkerImpl final
                                 ") does not receive KV transfers; send kv_transfer_id to a "
                                 "decode worker")));
       }
+      if (req->await_kv_transfer_ms() > 0) {
+        auto* reactor = new GenerateReactor(engine_);
+        reactor->AwaitTransfer(receiver_, *std::move(request),
+                               absl::Milliseconds(req->await_kv_transfer_ms()));
+        return reactor;
+      }
       if (absl::Status claimed = receiver_->Claim(transfer_id); !claimed.ok()) {
         return new FailedWrite(ToGrpcStatus(claimed));
       }
@@ -250,8 +348,8 @@ class WorkerService::WorkerImpl final
       if (!transfer_id.empty()) (void)engine_->ReleaseKv(transfer_id);
       return new FailedWrite(ToGrpcStatus(stream.status()));
     }
-    auto* reactor = new GenerateReactor(engine_, *std::move(stream));
-    reactor->Start();
+    auto* reactor = new GenerateReactor(engine_);
+    reactor->Start(*std::move(stream));
     return reactor;
   }
 

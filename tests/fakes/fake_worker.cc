@@ -1,6 +1,8 @@
 #include "tests/fakes/fake_worker.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <thread>
 
 namespace baton::fakes {
@@ -8,7 +10,17 @@ namespace baton::fakes {
 namespace pb = ::baton::internal::v1;
 
 namespace {
+
 void Sleep(int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
+
+// The fakes of this process by target, so that a fake Prefill can complete its transfer
+// on the decode worker it names.
+std::mutex registry_mu;
+std::map<std::string, FakeKvTransfer*>& Registry() {
+  static auto* registry = new std::map<std::string, FakeKvTransfer*>;
+  return *registry;
+}
+
 }  // namespace
 
 grpc::Status FakeWorker::Generate(grpc::ServerContext* ctx, const pb::GenerateRequest* req,
@@ -19,6 +31,13 @@ grpc::Status FakeWorker::Generate(grpc::ServerContext* ctx, const pb::GenerateRe
     requests.push_back(*req);
   }
   if (!fail.ok()) return fail;
+  if (req->await_kv_transfer_ms() > 0 && kv != nullptr) {
+    grpc::Status transferred = kv->Await(req->kv_transfer_id(), ctx, req->await_kv_transfer_ms());
+    if (!transferred.ok()) {
+      if (transferred.error_code() == grpc::StatusCode::CANCELLED) ++cancelled;
+      return transferred;
+    }
+  }
   for (size_t i = 0; i < script.size(); ++i) {
     if (fail_after >= 0 && static_cast<int>(i) == fail_after) return fail_after_status;
     pb::GenerateResponse out;
@@ -55,6 +74,11 @@ grpc::Status FakeWorker::Prefill(grpc::ServerContext* ctx, const pb::PrefillRequ
   }
   ++prefills;
   while (prefill_hang && !ctx->IsCancelled()) Sleep(2);
+  if (prefill_fail.ok()) {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    auto it = Registry().find(req->decode_worker());
+    if (it != Registry().end()) it->second->Complete(req->request().request_id());
+  }
   return prefill_fail;
 }
 
@@ -82,6 +106,30 @@ grpc::Status FakeKvTransfer::Release(grpc::ServerContext*, const pb::ReleaseRequ
   return grpc::Status::OK;
 }
 
+void FakeKvTransfer::Complete(const std::string& transfer_id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  completed_.push_back(transfer_id);
+  cv_.notify_all();
+}
+
+grpc::Status FakeKvTransfer::Await(const std::string& transfer_id, grpc::ServerContext* ctx,
+                                   uint32_t wait_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(wait_ms);
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    auto has = [&](const std::vector<std::string>& ids) {
+      return std::find(ids.begin(), ids.end(), transfer_id) != ids.end();
+    };
+    if (has(completed_)) return grpc::Status::OK;
+    if (has(released_)) return grpc::Status(grpc::StatusCode::ABORTED, "released");
+    if (ctx->IsCancelled()) return grpc::Status::CANCELLED;
+    if (std::chrono::steady_clock::now() >= deadline) {
+      return grpc::Status(grpc::StatusCode::DEADLINE_EXCEEDED, "the transfer never completed");
+    }
+    cv_.wait_for(lock, std::chrono::milliseconds(2));
+  }
+}
+
 std::vector<std::string> FakeKvTransfer::WaitForRelease(int seconds, size_t count) {
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait_for(lock, std::chrono::seconds(seconds), [&] { return released_.size() >= count; });
@@ -97,11 +145,18 @@ FakeWorkerServer::FakeWorkerServer() {
   builder.RegisterService(&health_);
   server_ = builder.BuildAndStart();
   target_ = "127.0.0.1:" + std::to_string(port);
+  worker.kv = &kv;
+  std::lock_guard<std::mutex> lock(registry_mu);
+  Registry()[target_] = &kv;
 }
 
 FakeWorkerServer::~FakeWorkerServer() { Shutdown(); }
 
 void FakeWorkerServer::Shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(registry_mu);
+    Registry().erase(target_);
+  }
   if (server_ == nullptr) return;
   health_.Shutdown();
   server_->Shutdown(std::chrono::system_clock::now());

@@ -25,6 +25,8 @@
 
 namespace baton::fakes {
 
+class FakeKvTransfer;
+
 class FakeWorker final : public baton::internal::v1::Worker::Service {
  public:
   // Generate streams `script` one token per message. The last message is final (with
@@ -43,6 +45,8 @@ class FakeWorker final : public baton::internal::v1::Worker::Service {
   std::string model_id = "fake";
   int32_t vocab_size = 0;
   int64_t block_size = 16;
+
+  FakeKvTransfer* kv = nullptr;  // this worker's, for Generate's await (FakeWorkerServer)
 
   std::atomic<int> generates{0};
   std::atomic<int> prefills{0};
@@ -63,8 +67,10 @@ class FakeWorker final : public baton::internal::v1::Worker::Service {
   static int WaitFor(const std::atomic<int>& counter, int at_least, int seconds = 10);
 };
 
-// A decode worker's KvTransfer service that only records the reservations it is asked to
-// give back.
+// A decode worker's side of KV transfers, without pages: a fake Prefill that succeeds
+// completes its transfer here (the PrefillRequest names the decode worker), Release
+// records the id, and a Generate that awaits its transfer (await_kv_transfer_ms) waits
+// for one of the two.
 class FakeKvTransfer final : public baton::internal::v1::KvTransfer::Service {
  public:
   grpc::Status Release(grpc::ServerContext* ctx, const baton::internal::v1::ReleaseRequest* req,
@@ -72,10 +78,16 @@ class FakeKvTransfer final : public baton::internal::v1::KvTransfer::Service {
   // The ids released, once at least `count` came or `seconds` passed.
   std::vector<std::string> WaitForRelease(int seconds, size_t count = 1);
 
+  void Complete(const std::string& transfer_id);
+  // OK once `transfer_id` is complete; ABORTED once released; CANCELLED when the call is;
+  // DEADLINE_EXCEEDED after `wait_ms`.
+  grpc::Status Await(const std::string& transfer_id, grpc::ServerContext* ctx, uint32_t wait_ms);
+
  private:
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::string> released_;
+  std::vector<std::string> completed_;
 };
 
 // The three services on one loopback port.

@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "baton/internal/v1/kv_transfer.grpc.pb.h"
 #include "baton/internal/v1/worker.grpc.pb.h"
 #include "common/strings.h"
 #include "engine/generator.h"
@@ -70,10 +71,12 @@ struct Output {
   grpc::Status status;
 };
 
-Output Generate(Worker& w, pb::GenerateRequest req, const std::string& transfer_id) {
+Output Generate(Worker& w, pb::GenerateRequest req, const std::string& transfer_id,
+                grpc::ClientContext* ctx = nullptr) {
   req.set_kv_transfer_id(transfer_id);
-  grpc::ClientContext ctx;
-  auto reader = w.stub->Generate(&ctx, req);
+  grpc::ClientContext local;
+  if (ctx == nullptr) ctx = &local;
+  auto reader = w.stub->Generate(ctx, req);
   Output o;
   pb::GenerateResponse r;
   while (reader->Read(&r)) {
@@ -285,6 +288,89 @@ TEST_P(DisaggProcessTest, ACancelledPrefillFreesBothSides) {
   EXPECT_EQ(call.status.error_code(), grpc::StatusCode::CANCELLED);
   EXPECT_TRUE(NoPagesHeld(prefill.WaitFor(NoPagesHeld, 10)));
   EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 10))) << "released, not left to expire";
+}
+
+// A Generate that awaits its transfer (await_kv_transfer_ms, as the router opens the decode
+// stream together with the Prefill), on another thread while the Prefill runs.
+struct AwaitingGenerate {
+  AwaitingGenerate(Worker& w, pb::GenerateRequest req, uint32_t wait_ms) {
+    req.set_await_kv_transfer_ms(wait_ms);
+    thread = std::thread([&w, req, this] { out = Generate(w, req, req.request_id(), &ctx); });
+  }
+  grpc::ClientContext ctx;
+  Output out;
+  std::thread thread;
+};
+
+TEST_P(DisaggProcessTest, ADecodeStreamOpenedBeforeThePrefillWaitsForItsTransfer) {
+  Worker decode(BATON_DECODE_BIN, GetParam());
+  Worker prefill(BATON_PREFILL_BIN, GetParam());
+  ASSERT_TRUE(decode.stub && prefill.stub);
+  auto loaded = engine::LoadModel(kModel);
+  ASSERT_TRUE(loaded.ok());
+  ThreadPool threads(1);
+  for (uint64_t seed : {1, 2, 3}) {
+    const pb::GenerateRequest req = Request(StrCat("aw", seed), 40, seed, 10);
+    AwaitingGenerate stream(decode, req, 60000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the stream waits first
+    pb::PrefillResponse pre;
+    grpc::Status s = Prefill(prefill, decode.target, req, &pre);
+    ASSERT_TRUE(s.ok()) << s.error_message();
+    stream.thread.join();
+    ASSERT_TRUE(stream.out.status.ok()) << stream.out.status.error_message();
+    auto request = FromProto(req);
+    ASSERT_TRUE(request.ok());
+    auto want =
+        engine::Generate(*loaded, &threads, request->prompt_ids, request->params, {}, nullptr);
+    ASSERT_TRUE(want.ok());
+    EXPECT_EQ(stream.out.ids, want->output_ids) << "seed " << seed;
+  }
+  EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 5)));
+  EXPECT_TRUE(NoPagesHeld(prefill.WaitFor(NoPagesHeld, 5)));
+}
+
+// A stream that waits for a transfer that never comes ends with the reason, at once, and
+// holds nothing: its wait runs out, the transfer is released, or its caller cancels.
+TEST_P(DisaggProcessTest, AnAwaitedTransferThatNeverComesEndsWithTheReason) {
+  Worker decode(BATON_DECODE_BIN, GetParam());
+  ASSERT_TRUE(decode.stub);
+  const pb::GenerateRequest req = Request("never", 40, 1, 4);
+  {
+    AwaitingGenerate stream(decode, req, 300);
+    stream.thread.join();
+    EXPECT_EQ(stream.out.status.error_code(), grpc::StatusCode::DEADLINE_EXCEEDED);
+    EXPECT_NE(stream.out.status.error_message().find("await_kv_transfer_ms"), std::string::npos)
+        << stream.out.status.error_message();
+  }
+  {
+    AwaitingGenerate stream(decode, req, 60000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    auto kv = pb::KvTransfer::NewStub(
+        grpc::CreateChannel(decode.target, grpc::InsecureChannelCredentials()));
+    grpc::ClientContext ctx;
+    pb::ReleaseRequest release;
+    release.set_request_id(req.request_id());
+    pb::ReleaseResponse released;
+    ASSERT_TRUE(kv->Release(&ctx, release, &released).ok());
+    stream.thread.join();
+    EXPECT_EQ(stream.out.status.error_code(), grpc::StatusCode::ABORTED);
+    EXPECT_NE(stream.out.status.error_message().find("released"), std::string::npos);
+  }
+  {
+    AwaitingGenerate stream(decode, req, 60000);
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    stream.ctx.TryCancel();
+    stream.thread.join();
+    EXPECT_EQ(stream.out.status.error_code(), grpc::StatusCode::CANCELLED);
+  }
+  {
+    AwaitingGenerate stream(decode, req, 600001);
+    stream.thread.join();
+    EXPECT_EQ(stream.out.status.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+    EXPECT_NE(stream.out.status.error_message().find("await_kv_transfer_ms is 600001"),
+              std::string::npos);
+  }
+  EXPECT_TRUE(NoPagesHeld(decode.WaitFor(NoPagesHeld, 5)));
 }
 
 // KV pages cross only between workers that hold the same element type
