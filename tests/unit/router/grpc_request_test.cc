@@ -2,9 +2,9 @@
 // error names the field.
 #include <string>
 
+#include "frontdoor/grpc/grpc_api.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "frontdoor/grpc/grpc_api.h"
 
 namespace baton::router {
 namespace {
