@@ -16,10 +16,10 @@
 #include <thread>
 #include <vector>
 
-#include "grpcpp/grpcpp.h"
-#include "routing/kv_index.h"
 #include "dispatch/router_metrics.h"
 #include "dispatch/worker_client.h"
+#include "grpcpp/grpcpp.h"
+#include "routing/kv_index.h"
 
 namespace baton::router {
 

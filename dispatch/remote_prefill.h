@@ -6,9 +6,9 @@
 #include <string>
 
 #include "baton/internal/v1/worker.pb.h"
-#include "grpcpp/grpcpp.h"
 #include "dispatch/generation_types.h"
 #include "dispatch/worker_pool.h"
+#include "grpcpp/grpcpp.h"
 
 namespace baton::router {
 

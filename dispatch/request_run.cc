@@ -60,7 +60,10 @@ void RequestRun::Begin() {
 
 void RequestRun::StartSplitAttempt() {
   transfer_id_ = TransferId(wire_, attempt_);
+  decode_status_ = grpc::Status();
   StartPrefill();
+  sequential_ = route_.pool != nullptr && !route_.pool->decode_with_prefill();
+  if (sequential_) return;  // OnPrefillDone opens the decode stream
   // The decode stream opens now and waits on the decode worker for the transfer, so the
   // first token needs no router round trip after the prefill's reply.
   wire_.set_kv_transfer_id(transfer_id_);
@@ -106,6 +109,13 @@ void RequestRun::OnPrefillDone(bool /*ok*/) {
   if (prefill_status_.ok() && !cancelled()) {
     route_.PromptDone();
     RecordPrefill(route_, prefill_status_, prefill_resp_, {});
+    if (sequential_) {  // --no-decode-with-prefill: the transfer is complete now
+      sequential_ = false;
+      wire_.set_kv_transfer_id(transfer_id_);
+      wire_.clear_await_kv_transfer_ms();
+      StartDecode();
+      return;
+    }
   } else {
     prefill_failed_ = true;
     // Unless the decode stream is already serving (the transfer completed before the

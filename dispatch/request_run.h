@@ -124,6 +124,7 @@ class RequestRun {
   bool decode_pending_ = false;
   bool prefill_failed_ = false;            // this attempt's Prefill failed (or was cancelled)
   bool abandoned_ = false;                 // the decode stream is drained, not delivered
+  bool sequential_ = false;                // the decode stream waits for the Prefill's reply
   std::optional<ChoiceDelta> held_final_;  // until the prefill's timings are in
 
   // The calls in flight; swapped only on the loop thread, read by Cancel under mu_.

@@ -12,8 +12,8 @@
 #include "absl/strings/numbers.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "kvcache/block_hash.h"
 #include "dispatch/kv_event_feed.h"
+#include "kvcache/block_hash.h"
 
 namespace baton::router {
 namespace {

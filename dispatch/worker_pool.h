@@ -24,10 +24,10 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
-#include "routing/kv_index.h"
 #include "dispatch/router_metrics.h"
-#include "routing/routing_policy.h"
 #include "dispatch/worker_client.h"
+#include "routing/kv_index.h"
+#include "routing/routing_policy.h"
 
 namespace baton::router {
 
@@ -106,6 +106,10 @@ struct PoolOptions {
   // since a short prompt costs the decode worker little and the transfer buys nothing.
   // 0: every split route prefills remotely.
   int64_t max_local_prefill_tokens = 0;
+  // Split requests open the decode stream together with the Prefill call (the decode
+  // worker waits for the transfer: await_kv_transfer_ms). Off: only once the Prefill
+  // answered, one router round trip later, for decode workers that predate the wait.
+  bool decode_with_prefill = true;
   // Resolves a host name to addresses; null: getaddrinfo. Tests replace it.
   std::function<std::vector<std::string>(const std::string& host)> resolve;
 };
@@ -145,6 +149,7 @@ class WorkerPool {
   // A prefill worker other than `failed`, or null when there is none.
   WorkerClient* OtherPrefill(const WorkerClient* failed) const;
   PrefillFailover failover() const { return failover_; }
+  bool decode_with_prefill() const { return options_.decode_with_prefill; }
   // A worker that can answer for the model (GetModelInfo, readiness): the first colocated
   // or decode worker.
   WorkerClient* primary() const;

@@ -86,6 +86,10 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "worker itself, skipping the prefill worker (0: never)")
       ->envname("BATON_MAX_LOCAL_PREFILL_TOKENS")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_flag("--no-decode-with-prefill", f->no_decode_with_prefill,
+                "Split workers: open the decode stream only once the Prefill call answered "
+                "(one router round trip later), for decode workers older than this router")
+      ->envname("BATON_NO_DECODE_WITH_PREFILL");
   cmd->add_flag("--log-requests", f->log_requests,
                 "Log one JSON line per request on stdout: its workers, expected and actual "
                 "cached tokens, and where its time went (docs/routing.md)")
@@ -139,6 +143,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.pool.poll_interval = absl::Seconds(f.health_poll_seconds);
   o.log_requests = f.log_requests;
   o.pool.max_local_prefill_tokens = f.max_local_prefill_tokens;
+  o.pool.decode_with_prefill = !f.no_decode_with_prefill;
   return o;
 }
 

@@ -37,6 +37,7 @@ struct RouterFlags {
   double health_poll_seconds = 1;
   bool log_requests = false;
   int64_t max_local_prefill_tokens = 0;
+  bool no_decode_with_prefill = false;
 };
 
 // `with_model`: false where the caller defines --model itself (baton serve).

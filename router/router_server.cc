@@ -5,11 +5,11 @@
 
 #include "common/status.h"
 #include "common/strings.h"
-#include "grpcpp/ext/proto_server_reflection_plugin.h"
-#include "grpcpp/health_check_service_interface.h"
 #include "dispatch/completion_loops.h"
 #include "frontdoor/grpc/grpc_api.h"
 #include "frontdoor/openai/openai_server.h"
+#include "grpcpp/ext/proto_server_reflection_plugin.h"
+#include "grpcpp/health_check_service_interface.h"
 
 namespace baton::router {
 

@@ -9,8 +9,8 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "dispatch/choice_decoder.h"
-#include "frontdoor/openai/request_builder.h"
 #include "dispatch/request_run.h"
+#include "frontdoor/openai/request_builder.h"
 #include "service/grpc_status.h"
 
 namespace baton::router {

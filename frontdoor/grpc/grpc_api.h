@@ -10,14 +10,14 @@
 
 #include "absl/status/statusor.h"
 #include "baton/v1/baton.grpc.pb.h"
-#include "grpcpp/server_builder.h"
 #include "dispatch/completion_loops.h"
-#include "frontdoor/openai/openai_protocol.h"
-#include "frontdoor/openai/request_log.h"
 #include "dispatch/router_metrics.h"
-#include "frontdoor/openai/served_model.h"
 #include "dispatch/worker_client.h"
 #include "dispatch/worker_pool.h"
+#include "frontdoor/openai/openai_protocol.h"
+#include "frontdoor/openai/request_log.h"
+#include "frontdoor/openai/served_model.h"
+#include "grpcpp/server_builder.h"
 
 namespace baton::router {
 

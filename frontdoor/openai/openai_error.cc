@@ -3,8 +3,8 @@
 #include <string>
 
 #include "absl/strings/cord.h"
-#include "nlohmann/json.hpp"
 #include "frontdoor/openai/openai_json.h"
+#include "nlohmann/json.hpp"
 
 namespace baton::router {
 namespace {

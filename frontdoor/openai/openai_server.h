@@ -9,12 +9,12 @@
 #include <string>
 
 #include "dispatch/completion_loops.h"
-#include "frontdoor/openai/openai_protocol.h"
-#include "frontdoor/openai/request_log.h"
 #include "dispatch/router_metrics.h"
-#include "frontdoor/openai/served_model.h"
 #include "dispatch/worker_client.h"
 #include "dispatch/worker_pool.h"
+#include "frontdoor/openai/openai_protocol.h"
+#include "frontdoor/openai/request_log.h"
+#include "frontdoor/openai/served_model.h"
 #include "service/cancel_watcher.h"
 #include "service/http_request.h"
 #include "service/http_responder.h"

@@ -13,8 +13,8 @@
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
 #include "baton/internal/v1/worker.pb.h"
-#include "nlohmann/json.hpp"
 #include "dispatch/worker_client.h"
+#include "nlohmann/json.hpp"
 #include "tokenizer/loader.h"
 
 namespace baton::router {

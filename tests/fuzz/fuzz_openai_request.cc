@@ -11,8 +11,8 @@
 
 #include "common/check.h"
 #include "common/utf8.h"
-#include "nlohmann/json.hpp"
 #include "frontdoor/openai/openai_protocol.h"
+#include "nlohmann/json.hpp"
 
 namespace {
 

@@ -9,6 +9,7 @@
 #include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "gmock/gmock.h"
@@ -152,6 +153,33 @@ TEST_F(RequestRunTest, SplitRunPrefillsThenDecodesWithTheTransferAndOneSeed) {
   EXPECT_EQ(decode.params().seed(), prefill.request().params().seed());
   EXPECT_GT(o.last.prefill.seconds, 0);
   EXPECT_TRUE(b_.kv.WaitForRelease(1).empty()) << "the decode stream claimed it";
+}
+
+// --no-decode-with-prefill: the decode stream opens once the Prefill answered, and awaits
+// nothing (a decode worker older than await_kv_transfer_ms would refuse to wait).
+TEST_F(RequestRunTest, WithoutDecodeWithPrefillTheStreamFollowsThePrefillsReply) {
+  PoolOptions o;
+  o.decode_with_prefill = false;
+  auto pool = Pool("", "a", "b", o);
+  a_.worker.prefill_hang = true;
+  Outcome cancelled =
+      Run(*pool->Pick(Request().prompt_ids, ""), Request(), {}, [&](RequestRun& run) {
+        ASSERT_EQ(fakes::FakeWorker::WaitFor(a_.worker.prefills, 1), 1);
+        std::this_thread::sleep_for(std::chrono::milliseconds(100));
+        EXPECT_EQ(b_.worker.generates.load(), 0) << "no stream before the Prefill's reply";
+        run.Cancel();
+      });
+  EXPECT_EQ(cancelled.status.code(), absl::StatusCode::kCancelled);
+  EXPECT_EQ(b_.worker.generates.load(), 0);
+
+  a_.worker.prefill_hang = false;
+  Outcome o2 = Run(*pool->Pick(Request().prompt_ids, ""), Request());
+  ASSERT_TRUE(o2.status.ok()) << o2.status;
+  EXPECT_EQ(o2.text, tokenizer_->Decode(script_).value());
+  std::lock_guard<std::mutex> lock(b_.worker.mu);
+  ASSERT_EQ(b_.worker.requests.size(), 1u);
+  EXPECT_EQ(b_.worker.requests[0].kv_transfer_id(), "req#p0");
+  EXPECT_EQ(b_.worker.requests[0].await_kv_transfer_ms(), 0u);
 }
 
 TEST_F(RequestRunTest, FailedPrefillIsRetriedOnTheOtherPrefillWorker) {
