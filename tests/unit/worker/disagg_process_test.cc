@@ -11,6 +11,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <regex>
 #include <string>
 #include <thread>
@@ -309,13 +310,22 @@ TEST_P(DisaggProcessTest, ADecodeStreamOpenedBeforeThePrefillWaitsForItsTransfer
   auto loaded = engine::LoadModel(kModel);
   ASSERT_TRUE(loaded.ok());
   ThreadPool threads(1);
-  for (uint64_t seed : {1, 2, 3}) {
+  for (uint64_t seed : {1, 2, 3, 4}) {
     const pb::GenerateRequest req = Request(StrCat("aw", seed), 40, seed, 10);
-    AwaitingGenerate stream(decode, req, 60000);
-    std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the stream waits first
+    // Seeds 1-3: the stream waits first. Seed 4: the transfer is complete before the
+    // stream comes, which then claims it at once.
+    const bool stream_first = seed != 4;
+    std::optional<AwaitingGenerate> early;
+    if (stream_first) {
+      early.emplace(decode, req, 60000);
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
     pb::PrefillResponse pre;
     grpc::Status s = Prefill(prefill, decode.target, req, &pre);
     ASSERT_TRUE(s.ok()) << s.error_message();
+    std::optional<AwaitingGenerate> late;
+    if (!stream_first) late.emplace(decode, req, 60000);
+    AwaitingGenerate& stream = stream_first ? *early : *late;
     stream.thread.join();
     ASSERT_TRUE(stream.out.status.ok()) << stream.out.status.error_message();
     auto request = FromProto(req);
