@@ -42,8 +42,15 @@ std::unique_ptr<RequestRun> RequestRun::Start(grpc::CompletionQueue* cq, Route r
   std::unique_ptr<RequestRun> run(new RequestRun(cq, std::move(route), std::move(wire),
                                                  std::move(decoder), std::move(options),
                                                  std::move(callbacks)));
-  run->Begin();
+  // Every step runs on the loop's thread, the first one too: a split attempt's two calls
+  // may complete before the caller's thread would have finished starting them.
+  run->begin_alarm_.Set(cq, gpr_now(GPR_CLOCK_MONOTONIC), &run->begin_step_);
   return run;
+}
+
+void RequestRun::OnBegin(bool ok) {
+  if (!ok) return End(absl::UnavailableError("the router is shutting down"));
+  Begin();
 }
 
 void RequestRun::Begin() {

@@ -12,8 +12,9 @@
 //   decode stream UNAVAILABLE before any message: reroute once (RerouteAfterFailure)
 //   a split attempt that ends before its decode stream delivered anything: ReleaseTransfer
 //
-// Every step runs on one completion queue (a CompletionLoops loop), so the callbacks of
-// a run never overlap and no router thread waits per token. The worker's messages are
+// Every step runs on one completion queue's thread (a CompletionLoops loop), the first
+// one too, so the steps and callbacks of a run never overlap, and no router thread waits
+// per token. Only Cancel comes from other threads. The worker's messages are
 // decoded here (ChoiceDecoder); a stop string cancels the sequence in the worker.
 //
 //   auto run = RequestRun::Start(cq, route, wire, decoder, options,
@@ -38,6 +39,7 @@
 #include "dispatch/completion_loops.h"
 #include "dispatch/generation_types.h"
 #include "dispatch/worker_pool.h"
+#include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 
 namespace baton::router {
@@ -88,7 +90,8 @@ class RequestRun {
  private:
   RequestRun(grpc::CompletionQueue* cq, Route route, baton::internal::v1::GenerateRequest wire,
              ChoiceDecoder decoder, RunOptions options, RunCallbacks callbacks);
-  void Begin();  // the first calls of the route: the decode stream, with Prefill if split
+  void OnBegin(bool ok);  // on the loop's thread: Begin
+  void Begin();           // the first calls of the route: the decode stream, with Prefill if split
   void StartSplitAttempt();  // Prefill and the decode stream awaiting its transfer
   void StartPrefill();
   void OnPrefillDone(bool ok);
@@ -149,7 +152,9 @@ class RequestRun {
   std::chrono::steady_clock::time_point prefill_started_;
   PrefillTimings prefill_timings_;
 
+  grpc::Alarm begin_alarm_;
   using Step = MemberTag<RequestRun>;
+  Step begin_step_{this, &RequestRun::OnBegin};
   Step prefill_step_{this, &RequestRun::OnPrefillDone};
   Step start_step_{this, &RequestRun::OnDecodeStart};
   Step read_step_{this, &RequestRun::OnRead};
