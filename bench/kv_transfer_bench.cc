@@ -27,6 +27,8 @@
 // computes every receiver rank's expected pool and compares its hash. 1:1 is the path
 // above, unchanged.
 
+#include <signal.h>
+
 #include <algorithm>
 #include <barrier>
 #include <chrono>

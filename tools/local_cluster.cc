@@ -1,14 +1,12 @@
 #include "tools/local_cluster.h"
 
-#include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <regex>
 
+#include "common/status.h"
 #include "common/strings.h"
 
 namespace baton::tools {
@@ -104,59 +102,25 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const worker::
 absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(const worker::WorkerFlags& flags,
                                                           const std::string& role,
                                                           absl::Duration start_timeout) {
-  int out[2];
-  if (pipe(out) != 0) return absl::InternalError("pipe() failed");
-  std::vector<std::string> args = WorkerArgs(flags, role);
-  std::vector<char*> argv;
-  static char self[] = "/proc/self/exe";
-  argv.push_back(self);
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) return absl::InternalError("fork() failed");
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);  // the parent died before prctl
-    // The parent blocks the stop signals for its own waiting; the worker waits on them too.
-    sigset_t none;
-    sigemptyset(&none);
-    sigprocmask(SIG_SETMASK, &none, nullptr);
-    dup2(out[1], STDOUT_FILENO);
-    close(out[0]);
-    close(out[1]);
-    execv("/proc/self/exe", argv.data());
-    _exit(127);
-  }
-  close(out[1]);
-  Process p{pid, role, ""};
+  std::vector<std::string> argv = WorkerArgs(flags, role);
+  argv.insert(argv.begin(), "/proc/self/exe");
+  // The parent blocks the stop signals for its own waiting; the worker waits on them too.
+  SubprocessOptions options;
+  options.die_with_parent = true;
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> child,
+                         Subprocess::Start(std::move(argv), options));
   // The first stdout line says where it listens; model loading may take a while.
-  std::string line;
-  const absl::Time deadline = absl::Now() + start_timeout;
-  bool done = false;
-  while (!done && absl::Now() < deadline) {
-    pollfd pfd{out[0], POLLIN, 0};
-    if (poll(&pfd, 1, 200) <= 0) continue;
-    char ch;
-    if (read(out[0], &ch, 1) != 1) break;  // it exited
-    if (ch == '\n') {
-      done = true;
-    } else {
-      line += ch;
-    }
-  }
-  close(out[0]);  // later stdout lines have nowhere to go; workers log to stderr
+  const std::optional<std::string> line = child->ReadLine(start_timeout);
+  child->CloseOutput();  // later stdout lines have nowhere to go; workers log to stderr
   std::smatch m;
-  if (!done || !std::regex_search(line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) {
-    kill(pid, SIGKILL);
-    waitpid(pid, nullptr, 0);
+  if (!line || !std::regex_search(*line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) {
     return absl::UnavailableError(StrCat("the ", role, " worker did not start",
-                                         done ? StrCat(" (it said '", line, "')") : "",
-                                         "; its error is above"));
+                                         line ? StrCat(" (it said '", *line, "')") : "",
+                                         "; its error is above"));  // ~Subprocess kills it
   }
-  p.target = m[1].str();
+  Process p{std::move(child), role, m[1].str()};
   std::fprintf(stderr, "baton serve: %s worker at %s (pid %d)\n", role.c_str(), p.target.c_str(),
-               static_cast<int>(pid));
+               static_cast<int>(p.process->pid()));
   return p;
 }
 
@@ -174,20 +138,11 @@ std::string LocalCluster::prefill_targets() const { return Targets("prefill"); }
 std::string LocalCluster::decode_targets() const { return Targets("decode"); }
 
 void LocalCluster::Stop(absl::Duration grace) {
-  for (const Process& p : processes_) kill(p.pid, SIGTERM);
+  for (const Process& p : processes_) p.process->Signal(SIGTERM);
   const absl::Time deadline = absl::Now() + grace;
   for (Process& p : processes_) {
-    while (p.pid > 0) {
-      if (waitpid(p.pid, nullptr, WNOHANG) == p.pid) {
-        p.pid = -1;
-      } else if (absl::Now() >= deadline) {
-        kill(p.pid, SIGKILL);
-        waitpid(p.pid, nullptr, 0);
-        p.pid = -1;
-      } else {
-        usleep(20000);
-      }
-    }
+    // What is left of the grace period; then ~Subprocess sends SIGKILL.
+    (void)p.process->Stop(SIGTERM, std::max(deadline - absl::Now(), absl::ZeroDuration()));
   }
   processes_.clear();
 }

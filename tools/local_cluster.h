@@ -4,14 +4,13 @@
 // SIGTERM (SIGKILL after a grace period).
 #pragma once
 
-#include <sys/types.h>
-
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/subprocess.h"
 #include "worker/worker_runtime.h"
 
 namespace baton::tools {
@@ -42,7 +41,7 @@ class LocalCluster {
 
  private:
   struct Process {
-    pid_t pid = -1;
+    std::unique_ptr<Subprocess> process;
     std::string role;
     std::string target;
   };

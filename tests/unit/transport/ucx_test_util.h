@@ -2,17 +2,17 @@
 // and a child process spoken to line by line over its stdin and stdout.
 #pragma once
 
-#include <signal.h>
-#include <sys/wait.h>
-#include <unistd.h>
+#include <sys/types.h>
 
 #include <cstdint>
 #include <cstdio>
-#include <cstdlib>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include "common/subprocess.h"
 
 namespace baton::testing {
 
@@ -49,80 +49,47 @@ inline std::string Unhex(std::string_view hex) {
   return out;
 }
 
-// A child process with pipes to its stdin and stdout. The destructor kills it (SIGKILL)
-// unless it was waited for.
+// A child process with pipes to its stdin and stdout, for tests and benchmarks:
+// common/subprocess.h, with a failure to start reported on stderr (the caller then reads
+// nothing). The destructor kills it (SIGKILL) unless it was waited for.
 class ChildProcess {
  public:
-  // argv[0] is looked up in PATH; `env` entries ("NAME=value") are added to the child's.
-  ChildProcess(const std::vector<std::string>& argv, const std::vector<std::string>& env = {}) {
-    int in[2], out[2];
-    if (pipe(in) != 0 || pipe(out) != 0) return;
-    pid_ = fork();
-    if (pid_ == 0) {
-      dup2(in[0], 0);
-      dup2(out[1], 1);
-      close(in[1]);
-      close(out[0]);
-      for (const std::string& e : env) putenv(const_cast<char*>(e.c_str()));
-      std::vector<char*> args;
-      args.reserve(argv.size() + 1);
-      for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-      args.push_back(nullptr);
-      execvp(args[0], args.data());
-      _exit(127);
+  // argv[0] is looked up in PATH; `env` entries ("NAME=value") are set in the child's.
+  explicit ChildProcess(std::vector<std::string> argv, std::vector<std::string> env = {}) {
+    SubprocessOptions o;
+    o.search_path = true;
+    o.env = std::move(env);
+    o.pipe_stdin = true;
+    auto p = Subprocess::Start(std::move(argv), o);
+    if (!p.ok()) {
+      std::fprintf(stderr, "ChildProcess: %s\n", p.status().ToString().c_str());
+      return;
     }
-    close(in[0]);
-    close(out[1]);
-    to_ = fdopen(in[1], "w");
-    from_ = fdopen(out[0], "r");
-  }
-  ChildProcess(const ChildProcess&) = delete;
-  ChildProcess& operator=(const ChildProcess&) = delete;
-  ~ChildProcess() {
-    CloseInput();
-    if (from_ != nullptr) fclose(from_);
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    p_ = *std::move(p);
   }
 
-  // One line without its newline; "" at end of output.
+  // One line without its newline; "" at the end of its output.
   std::string ReadLine() {
-    char buf[1 << 14];
-    if (from_ == nullptr || fgets(buf, sizeof(buf), from_) == nullptr) return "";
-    std::string line(buf);
-    if (!line.empty() && line.back() == '\n') line.pop_back();
-    return line;
+    if (p_ == nullptr) return "";
+    return p_->ReadLine().value_or("");
   }
-  bool AtEnd() const { return from_ == nullptr || feof(from_); }
-  pid_t pid() const { return pid_; }
+  bool AtEnd() const { return p_ == nullptr || p_->AtEnd(); }
+  pid_t pid() const { return p_ == nullptr ? -1 : p_->pid(); }
   void WriteLine(const std::string& s) {
-    if (to_ == nullptr) return;
-    fputs((s + "\n").c_str(), to_);
-    fflush(to_);
+    if (p_ != nullptr) p_->WriteLine(s);
   }
   // End of input for the child, which a line-reading child takes as the end.
   void CloseInput() {
-    if (to_ != nullptr) fclose(to_);
-    to_ = nullptr;
+    if (p_ != nullptr) p_->CloseInput();
   }
   void Signal(int sig) {
-    if (pid_ > 0) kill(pid_, sig);
+    if (p_ != nullptr) p_->Signal(sig);
   }
-  // Its exit code; -1 when a signal ended it.
-  int Wait() {
-    CloseInput();
-    int status = 0;
-    if (pid_ > 0) waitpid(pid_, &status, 0);
-    pid_ = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
+  // Its exit code, or 128 + the signal that ended it.
+  int Wait() { return p_ == nullptr ? -1 : p_->Wait(); }
 
  private:
-  pid_t pid_ = -1;
-  FILE* to_ = nullptr;
-  FILE* from_ = nullptr;
+  std::unique_ptr<Subprocess> p_;
 };
 
 }  // namespace baton::testing

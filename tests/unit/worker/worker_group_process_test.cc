@@ -7,9 +7,7 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <netinet/in.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -23,14 +21,13 @@
 #include <vector>
 
 #include "baton/internal/v1/worker.grpc.pb.h"
+#include "common/subprocess.h"
 #include "engine/generator.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/unit/worker/worker_proc.h"
 #include "worker/worker_service.h"
-
-extern char** environ;
 
 namespace baton::worker {
 namespace {
@@ -53,54 +50,32 @@ bool Alive(pid_t pid) {
 class Leader {
  public:
   explicit Leader(std::vector<std::string> args) {
-    int fds[2];
-    EXPECT_EQ(pipe(fds), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
     args.insert(args.begin(), {BATON_BIN, "worker", "--model", kModel, "--port", "0", "--threads",
                                "1", "--kv-cache-memory", "16MiB"});
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, BATON_BIN, &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    out_ = fds[0];
-    const std::string line = FirstLine(120000);
+    auto p = Subprocess::Start(std::move(args));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (!p.ok()) return;
+    process_ = *std::move(p);
+    const std::string line = process_->ReadLine(absl::Seconds(120)).value_or("");
     std::smatch m;
     EXPECT_TRUE(std::regex_search(line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) << line;
     if (!m.empty()) {
       channel_ = grpc::CreateChannel(m[1].str(), grpc::InsecureChannelCredentials());
       stub_ = pb::Worker::NewStub(channel_);
     }
-    ranks_ = baton::testing::ChildrenOf(pid_);
+    ranks_ = baton::testing::ChildrenOf(process_->pid());
   }
   ~Leader() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
+    process_.reset();  // SIGKILL, reaped
     for (pid_t r : ranks_) {
       kill(r, SIGKILL);
       waitpid(r, nullptr, WNOHANG);
     }
-    close(out_);
   }
 
-  std::string FirstLine(int timeout_ms) {
-    std::string line;
-    const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (Clock::now() < deadline) {
-      pollfd p{out_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char c;
-      if (read(out_, &c, 1) != 1) break;
-      if (c == '\n') return line;
-      line += c;
-    }
-    return "";
+  // Sends `sig` and waits up to `timeout` for the leader to exit.
+  void Stop(int sig, absl::Duration timeout) {
+    if (process_ != nullptr) (void)process_->Stop(sig, timeout);
   }
 
   grpc::health::v1::HealthCheckResponse::ServingStatus Health() {
@@ -114,11 +89,10 @@ class Leader {
 
   pb::Worker::Stub* stub() { return stub_.get(); }
   const std::vector<pid_t>& ranks() const { return ranks_; }
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return process_ == nullptr ? -1 : process_->pid(); }
 
  private:
-  pid_t pid_ = -1;
-  int out_ = -1;
+  std::unique_ptr<Subprocess> process_;
   std::shared_ptr<grpc::Channel> channel_;
   std::unique_ptr<pb::Worker::Stub> stub_;
   std::vector<pid_t> ranks_;
@@ -245,43 +219,31 @@ TEST(WorkerGroupProcess, ALeaderThatStopsTakesItsRanksWithIt) {
     ranks = leader.ranks();
     ASSERT_EQ(ranks.size(), 1u);
     EXPECT_TRUE(Alive(ranks[0]));
-    kill(leader.pid(), SIGTERM);
-    int status = 0;
-    for (int i = 0; i < 1000 && waitpid(leader.pid(), &status, WNOHANG) == 0; ++i) usleep(10000);
+    leader.Stop(SIGTERM, absl::Seconds(10));
   }
   // The rank was the leader's child: it is gone (reaped by init) within a moment.
   for (int i = 0; i < 200 && Alive(ranks[0]); ++i) usleep(10000);
   EXPECT_FALSE(Alive(ranks[0]));
 }
 
-// Runs `baton worker ARGS` to its end; its exit status and what it wrote to stderr.
+// Runs `baton worker ARGS` to its end; its exit code and what it wrote to stderr.
 std::pair<int, std::string> RunToExit(std::vector<std::string> args) {
-  int fds[2];
-  EXPECT_EQ(pipe(fds), 0);
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_adddup2(&actions, fds[1], STDERR_FILENO);
   args.insert(args.begin(), {BATON_BIN, "worker", "--model", kModel, "--port", "0",
                              "--kv-cache-memory", "16MiB"});
-  std::vector<char*> argv;
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  pid_t pid;
-  EXPECT_EQ(posix_spawn(&pid, BATON_BIN, &actions, nullptr, argv.data(), environ), 0);
-  posix_spawn_file_actions_destroy(&actions);
-  close(fds[1]);
+  SubprocessOptions o;
+  o.pipe_stdout = false;
+  o.pipe_stderr = true;
+  auto p = Subprocess::Start(std::move(args), o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return {-1, ""};
   std::string err;
-  char buf[512];
-  for (ssize_t n; (n = read(fds[0], buf, sizeof(buf))) > 0;) err.append(buf, n);
-  close(fds[0]);
-  int status = 0;
-  waitpid(pid, &status, 0);
-  return {status, err};
+  while (std::optional<std::string> line = (*p)->ReadLine()) err += *line + "\n";
+  return {(*p)->Wait(), err};
 }
 
 TEST(WorkerGroupProcess, ASplitThatCutsHeadsIsRefusedWithTheFlagsName) {
   auto [status, err] = RunToExit({"--tp", "3"});
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_EQ(status, 1);
   EXPECT_NE(err.find("--tensor-parallel-size 3"), std::string::npos) << err;
 }
 
@@ -328,7 +290,7 @@ TEST(WorkerGroupProcess, RanksStartedApartMeetAtTheLeaderAndServeOneRanksTokens)
   const std::string wrong = TokenFile("wrong_token", "not-the-secret-of-this-group-0123");
   auto [status, err] = RunToExit({"--tp", "2", "--group-rank", "1", "--group-leader", leader_at,
                                   "--internal-token-file", wrong});
-  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << status;
+  EXPECT_EQ(status, 1);
   EXPECT_NE(err.find("--internal-token-file"), std::string::npos) << err;
   // The group still serves.
   ExpectOneRanksTokens(leader);
@@ -357,7 +319,7 @@ TEST(WorkerGroupProcess, MultiHostFlagsThatCannotMeetAreRefusedByName) {
   };
   for (const auto& c : cases) {
     auto [status, err] = RunToExit(c.args);
-    EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 1) << c.names << ": " << status;
+    EXPECT_EQ(status, 1) << c.names;
     EXPECT_NE(err.find(c.names), std::string::npos) << err;
   }
 }

@@ -1,27 +1,21 @@
 // `baton worker` as a separate process on loopback: it announces its port, answers the
 // standard health check, serves Generate to a real client exactly as the in-process
 // single-sequence path computes it, and stops cleanly on SIGTERM.
-#include <fcntl.h>
-#include <poll.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
-#include <cstdio>
+#include <memory>
 #include <regex>
 #include <string>
 #include <vector>
 
 #include "baton/internal/v1/worker.grpc.pb.h"
+#include "common/subprocess.h"
 #include "engine/generator.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "worker/worker_service.h"
-
-extern char** environ;
 
 namespace baton::worker {
 namespace {
@@ -33,61 +27,26 @@ const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
 class WorkerProcess {
  public:
   explicit WorkerProcess(std::vector<std::string> args) {
-    int fds[2];
-    EXPECT_EQ(pipe(fds), 0);
-    posix_spawn_file_actions_t actions;
-    posix_spawn_file_actions_init(&actions);
-    posix_spawn_file_actions_adddup2(&actions, fds[1], STDOUT_FILENO);
-    posix_spawn_file_actions_addclose(&actions, fds[0]);
     args.insert(args.begin(), BATON_BIN);
-    std::vector<char*> argv;
-    for (std::string& a : args) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    EXPECT_EQ(posix_spawn(&pid_, BATON_BIN, &actions, nullptr, argv.data(), environ), 0);
-    posix_spawn_file_actions_destroy(&actions);
-    close(fds[1]);
-    out_ = fds[0];
-  }
-  ~WorkerProcess() {
-    if (pid_ > 0) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, nullptr, 0);
-    }
-    close(out_);
+    auto p = Subprocess::Start(std::move(args));
+    EXPECT_TRUE(p.ok()) << p.status();
+    if (p.ok()) process_ = *std::move(p);
   }
 
   // The first stdout line, or "" after `timeout_ms`.
   std::string FirstLine(int timeout_ms) {
-    std::string line;
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd p{out_, POLLIN, 0};
-      if (poll(&p, 1, 100) <= 0) continue;
-      char c;
-      if (read(out_, &c, 1) != 1) break;
-      if (c == '\n') return line;
-      line += c;
-    }
-    return "";
+    if (process_ == nullptr) return "";
+    return process_->ReadLine(absl::Milliseconds(timeout_ms)).value_or("");
   }
 
   // Sends `sig` and waits up to `timeout_ms` for the exit status; -1 on timeout.
   int Stop(int sig, int timeout_ms) {
-    kill(pid_, sig);
-    for (int waited = 0; waited < timeout_ms; waited += 10) {
-      int status = 0;
-      if (waitpid(pid_, &status, WNOHANG) == pid_) {
-        pid_ = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      usleep(10000);
-    }
-    return -1;
+    if (process_ == nullptr) return -1;
+    return process_->Stop(sig, absl::Milliseconds(timeout_ms)).value_or(-1);
   }
 
  private:
-  pid_t pid_ = -1;
-  int out_ = -1;
+  std::unique_ptr<Subprocess> process_;
 };
 
 TEST(WorkerProcessTest, ServesHealthAndGenerateThenStopsOnSigterm) {
