@@ -329,7 +329,9 @@ TEST_F(RequestRunTest, NoRerouteOnceTheWorkerSentATokenOrWhenNotAllowed) {
   // One choice of several (may_reroute off) stays where it is.
   Route again = *pool->Pick(Request().prompt_ids, "");
   ServerOf(again.decode).Shutdown();
-  Outcome stay = Run(std::move(again), Request(), {.may_reroute = false});
+  RunOptions one_of_several;
+  one_of_several.may_reroute = false;
+  Outcome stay = Run(std::move(again), Request(), one_of_several);
   EXPECT_EQ(stay.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_FALSE(stay.rerouted);
 }
