@@ -357,7 +357,7 @@ void AddBenchCommand(CLI::App& app) {
       ->check(Positive());
   cmd->add_option("--max-concurrency", f->max_concurrency,
                   "Requests in flight at most (0: no limit; each in-flight request takes a "
-                  "thread and a connection)")
+                  "connection, HTTP, or a stream, gRPC; all run on one client thread)")
       ->check(NonNegative());
   cmd->add_option("--request-timeout", f->request_timeout,
                   "Seconds a request may take before it counts as failed")

@@ -1,15 +1,15 @@
 // A benchmark client for the OpenAI-compatible HTTP API: POSTs a streamed (SSE)
-// completion or chat completion and times its chunks. Boost.Beast over plain TCP, one
-// blocking request per calling thread, with idle keep-alive connections reused.
+// completion or chat completion and times its chunks. Boost.Beast over plain TCP: every
+// request runs on one asio loop, with idle keep-alive connections reused.
 //
 //   BATON_ASSIGN_OR_RETURN(HttpUrl url, ParseHttpUrl("http://127.0.0.1:8000"));
 //   HttpBenchClient client({.api = OpenAiApi::kChat, .url = url,
 //                           .path = "/v1/chat/completions"});
-//   RequestResult r = client.Send(prompt);
+//   RequestResult r = client.Send(prompt);  // or RunLoad(client, prompts, options)
 #pragma once
 
+#include <functional>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -46,24 +46,25 @@ class HttpBenchClient : public BenchClient {
   explicit HttpBenchClient(HttpClientOptions options);
   ~HttpBenchClient() override;
 
-  RequestResult Send(const BenchPrompt& prompt) override;
+  void Start(const BenchPrompt& prompt, Done done) override;
+  void Post(std::function<void()> fn) override;
+  void Run() override;
+  void Stop() override;
 
   // GET <base>/v1/models and return the first model's id (what vLLM's bench does when
-  // --model is not given).
+  // --model is not given). Blocks; not while another thread runs the loop.
   absl::StatusOr<std::string> FetchFirstModel();
 
  private:
+  struct Loop;
   struct Connection;
-
-  absl::StatusOr<std::unique_ptr<Connection>> Connect(BenchClock::time_point deadline);
-  // Takes an idle connection, or opens one. *reused says which.
-  absl::StatusOr<std::unique_ptr<Connection>> Acquire(BenchClock::time_point deadline,
-                                                      bool* reused);
-  void Release(std::unique_ptr<Connection> connection);
+  class Exchange;
 
   HttpClientOptions options_;
   std::string host_header_;
-  std::mutex mu_;
+  std::unique_ptr<Loop> loop_;
+  // Kept-alive connections with no request on them; the loop thread's alone. Destroyed
+  // before the loop their sockets belong to.
   std::vector<std::unique_ptr<Connection>> idle_;
 };
 

@@ -1,9 +1,8 @@
 #include "tools/bench_serve_load.h"
 
 #include <cmath>
-#include <condition_variable>
 #include <deque>
-#include <mutex>
+#include <functional>
 #include <random>
 #include <system_error>
 #include <thread>
@@ -35,76 +34,64 @@ absl::StatusOr<LoadResult> RunLoad(BenchClient& client, const std::vector<BenchP
       ArrivalOffsets(n, options.request_rate, options.burstiness, options.seed);
   LoadResult out;
   out.results.resize(prompts.size());
+  if (n == 0) return out;
 
-  // A fixed pool of `max_concurrency` workers taking arrived requests in order is the
-  // concurrency limit itself: no request can start without a free worker.
-  const int64_t workers = options.max_concurrency > 0 ? std::min(options.max_concurrency, n) : n;
-  std::mutex mu;
-  std::condition_variable arrived;
-  std::deque<size_t> queue;
-  bool closed = false;
+  // The loop thread's alone: requests that arrived and wait for a slot, in arrival order.
+  const int64_t limit = options.max_concurrency > 0 ? options.max_concurrency : n;
+  std::deque<size_t> waiting;
+  int64_t active = 0;
   int64_t done = 0;
   int64_t failed = 0;
   BenchClock::time_point start{};
+  auto seconds = [&](BenchClock::time_point t) {
+    return std::chrono::duration<double>(t - start).count();
+  };
 
-  auto work = [&] {
-    for (;;) {
-      size_t i;
-      {
-        std::unique_lock<std::mutex> lock(mu);
-        arrived.wait(lock, [&] { return closed || !queue.empty(); });
-        if (queue.empty()) return;
-        i = queue.front();
-        queue.pop_front();
-      }
-      const BenchClock::time_point sent = BenchClock::now();
-      RequestResult r = client.Send(prompts[i]);
+  std::function<void(size_t)> send = [&](size_t i) {
+    ++active;
+    const BenchClock::time_point sent = BenchClock::now();
+    client.Start(prompts[i], [&, i, sent](RequestResult r) {
       const BenchClock::time_point ended = BenchClock::now();
-      r.start_s = std::chrono::duration<double>(sent - start).count();
-      r.end_s = std::chrono::duration<double>(ended - start).count();
-      std::lock_guard<std::mutex> lock(mu);
+      r.start_s = seconds(sent);
+      r.end_s = seconds(ended);
+      --active;
       ++done;
       if (!r.success) ++failed;
       out.results[i] = std::move(r);
-      if (options.on_done) {
-        options.on_done(done, failed, std::chrono::duration<double>(ended - start).count());
+      if (options.on_done) options.on_done(done, failed, seconds(ended));
+      if (done == n) {
+        out.duration_s = seconds(BenchClock::now());
+        client.Stop();
+        return;
       }
-    }
+      if (!waiting.empty()) {
+        const size_t next = waiting.front();
+        waiting.pop_front();
+        send(next);
+      }
+    });
   };
 
-  std::vector<std::thread> threads;
-  auto stop = [&] {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      closed = true;
-    }
-    arrived.notify_all();
-    for (std::thread& t : threads) t.join();
-  };
-  // The threads start before the clock does, so that starting them costs no request time.
+  std::thread loop;
   try {
-    threads.reserve(static_cast<size_t>(workers));
-    for (int64_t w = 0; w < workers; ++w) threads.emplace_back(work);
+    loop = std::thread([&] { client.Run(); });
   } catch (const std::system_error& e) {
-    const size_t started = threads.size();
-    stop();
-    return absl::ResourceExhaustedError(StrCat("could start only ", started, " of ", workers,
-                                               " request threads (", e.what(),
-                                               "); lower --max-concurrency"));
+    return absl::ResourceExhaustedError(
+        StrCat("could not start the client's loop thread: ", e.what()));
   }
-
   start = BenchClock::now();
   for (size_t i = 0; i < prompts.size(); ++i) {
     std::this_thread::sleep_until(start + std::chrono::duration_cast<BenchClock::duration>(
                                               std::chrono::duration<double>(offsets[i])));
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      queue.push_back(i);
-    }
-    arrived.notify_one();
+    client.Post([&, i] {
+      if (active < limit) {
+        send(i);
+      } else {
+        waiting.push_back(i);
+      }
+    });
   }
-  stop();
-  out.duration_s = std::chrono::duration<double>(BenchClock::now() - start).count();
+  loop.join();
   return out;
 }
 

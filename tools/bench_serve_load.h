@@ -1,7 +1,8 @@
 // Drives a BenchClient with prompts at a given arrival rate and concurrency, the way
 // vLLM's `bench serve` does: request i arrives after i gamma-distributed gaps of mean
 // 1/rate (shape `burstiness`: 1 is a Poisson process, lower is burstier), and waits, in
-// arrival order, for one of `max_concurrency` slots.
+// arrival order, for one of `max_concurrency` slots. Every request runs on the client's
+// one loop thread; the calling thread only sleeps until each arrival and posts it there.
 //
 //   LoadResult run = RunLoad(client, prompts, {.request_rate = 10, .max_concurrency = 64});
 #pragma once
@@ -26,9 +27,9 @@ std::vector<double> ArrivalOffsets(int64_t n, double request_rate, double bursti
 struct LoadOptions {
   double request_rate = std::numeric_limits<double>::infinity();
   double burstiness = 1.0;
-  int64_t max_concurrency = 0;  // 0: no limit (a thread per prompt)
+  int64_t max_concurrency = 0;  // 0: no limit
   uint64_t seed = 0;
-  // Called after each request ends, from the thread that ran it, one call at a time.
+  // Called after each request ends, on the client's loop thread.
   std::function<void(int64_t done, int64_t failed, double elapsed_s)> on_done;
 };
 
@@ -37,7 +38,7 @@ struct LoadResult {
   double duration_s = 0;               // from the first send to the last response's end
 };
 
-// Fails only when it cannot start its threads.
+// Fails only when it cannot start the loop thread.
 absl::StatusOr<LoadResult> RunLoad(BenchClient& client, const std::vector<BenchPrompt>& prompts,
                                    const LoadOptions& options);
 

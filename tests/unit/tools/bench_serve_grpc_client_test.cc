@@ -1,6 +1,8 @@
 #include "tools/bench_serve_grpc_client.h"
 
 #include <chrono>
+#include <set>
+#include <thread>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
@@ -146,8 +148,13 @@ TEST(GrpcBenchClientTest, MaxConcurrencyIsNeverExceeded) {
   std::vector<BenchPrompt> prompts(15, Prompt());
   LoadOptions load;
   load.max_concurrency = 4;
+  // Every request ends on the client's one loop thread, not on a thread of its own.
+  std::set<std::thread::id> threads;
+  load.on_done = [&](int64_t, int64_t, double) { threads.insert(std::this_thread::get_id()); };
   auto run = RunLoad(client, prompts, load);
   ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_EQ(threads.size(), 1u);
+  EXPECT_FALSE(threads.contains(std::this_thread::get_id()));
   for (const RequestResult& r : run->results) EXPECT_TRUE(r.success) << r.error;
   EXPECT_EQ(server.calls(), 15);
   EXPECT_EQ(server.max_active(), 4);

@@ -1,7 +1,12 @@
 #include "tools/bench_serve_load.h"
 
-#include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <map>
+#include <mutex>
 #include <thread>
 
 #include "gmock/gmock.h"
@@ -57,30 +62,72 @@ TEST(ArrivalOffsetsTest, InfiniteRateSendsAllAtOnceAndSeedsReproduce) {
   EXPECT_NE(ArrivalOffsets(100, 3.0, 1.0, 5), ArrivalOffsets(100, 3.0, 1.0, 6));
 }
 
-// Sleeps a while per request and counts the requests inside it at once.
+// Ends each request a while after it starts, on a loop of its own (a timer queue and a
+// queue of posted functions), and counts the requests inside it at once.
 class FakeClient : public BenchClient {
  public:
   explicit FakeClient(std::chrono::milliseconds work) : work_(work) {}
-  RequestResult Send(const BenchPrompt& prompt) override {
-    const int now = ++active_;
-    int seen = max_active_;
-    while (now > seen && !max_active_.compare_exchange_weak(seen, now)) {
-    }
-    std::this_thread::sleep_for(work_);
-    --active_;
+
+  void Start(const BenchPrompt& prompt, Done done) override {
+    EXPECT_EQ(std::this_thread::get_id(), loop_thread_);
+    max_active_ = std::max(max_active_, ++active_);
     RequestResult r;
     r.success = prompt.output_len % 5 != 0;  // every fifth fails
     if (!r.success) r.error = "fake failure";
     r.prompt_len = prompt.prompt_len;
     r.output_tokens = prompt.output_len;
-    return r;
+    timers_.emplace(std::chrono::steady_clock::now() + work_, [this, r, done = std::move(done)] {
+      --active_;
+      done(r);
+    });
   }
+  void Post(std::function<void()> fn) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    posted_.push_back(std::move(fn));
+    wake_.notify_one();
+  }
+  void Run() override {
+    loop_thread_ = std::this_thread::get_id();
+    stop_ = false;
+    while (!stop_) {
+      std::function<void()> next;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        auto due = [&] {
+          return !posted_.empty() ||
+                 (!timers_.empty() && timers_.begin()->first <= std::chrono::steady_clock::now());
+        };
+        if (timers_.empty()) {
+          wake_.wait(lock, due);
+        } else {
+          wake_.wait_until(lock, timers_.begin()->first, due);
+        }
+        if (!posted_.empty()) {
+          next = std::move(posted_.front());
+          posted_.pop_front();
+        } else if (!timers_.empty() && timers_.begin()->first <= std::chrono::steady_clock::now()) {
+          next = std::move(timers_.begin()->second);
+          timers_.erase(timers_.begin());
+        }
+      }
+      if (next) next();
+    }
+  }
+  void Stop() override { stop_ = true; }
+
   int max_active() const { return max_active_; }
 
  private:
   std::chrono::milliseconds work_;
-  std::atomic<int> active_{0};
-  std::atomic<int> max_active_{0};
+  std::mutex mu_;
+  std::condition_variable wake_;
+  std::deque<std::function<void()>> posted_;
+  // The loop thread's alone.
+  std::multimap<std::chrono::steady_clock::time_point, std::function<void()>> timers_;
+  std::thread::id loop_thread_;
+  bool stop_ = false;
+  int active_ = 0;
+  int max_active_ = 0;
 };
 
 std::vector<BenchPrompt> Prompts(int n) {
@@ -114,6 +161,21 @@ TEST(RunLoadTest, CapsConcurrencyAndKeepsPromptOrder) {
   EXPECT_GE(run->duration_s, 0.16);
   ASSERT_EQ(progress.size(), 30u);
   for (int i = 0; i < 30; ++i) EXPECT_EQ(progress[i], i + 1);
+}
+
+TEST(RunLoadTest, OneRequestRunsOnTheCallingThreadsLoop) {
+  FakeClient client(std::chrono::milliseconds(5));
+  const RequestResult r = client.Send(Prompts(2)[1]);
+  EXPECT_TRUE(r.success);
+  EXPECT_EQ(r.output_tokens, 2);
+  EXPECT_EQ(client.max_active(), 1);
+}
+
+TEST(RunLoadTest, NoPromptsIsAnEmptyRun) {
+  FakeClient client(std::chrono::milliseconds(5));
+  auto run = RunLoad(client, {}, LoadOptions{});
+  ASSERT_TRUE(run.ok()) << run.status();
+  EXPECT_TRUE(run->results.empty());
 }
 
 TEST(RunLoadTest, WithoutALimitEverythingRunsAtOnce) {
