@@ -32,7 +32,7 @@
 #include "kernels/cuda/cuda_gpu_ops.h"
 #include "model/arch/llama_gpu.h"
 #include "model/float_convert.h"
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 #include "tests/fakes/host_gpu_ops.h"
 
 namespace baton {
@@ -339,7 +339,7 @@ int Main(int argc, char** argv) {
     std::printf("gpu_bench: no CUDA device; nothing measured\n");
     return 0;
   }
-  auto config = model::SyntheticShape(flags.shape);
+  auto config = modelgen::SyntheticShape(flags.shape);
   Check(config.status(), "--shape");
   auto model = std::make_unique<ConstantModel>(*config);
   absl::StatusOr<std::unique_ptr<kernels::GpuOps>> ops;

@@ -10,6 +10,7 @@ import sys
 
 BELOW_SERVICES = ["common", "proto", "kvcache", "kernels", "parallel", "tokenizer", "template",
                   "model", "engine", "transport", "service"]
+WORKERS = ["worker", "prefill_worker", "decode_worker"]
 MAY_USE = {
     "common": [],
     "proto": [],
@@ -19,6 +20,9 @@ MAY_USE = {
     "tokenizer": ["common"],
     "template": ["common"],
     "model": ["kernels", "parallel", "common"],
+    # Writing model files, for `baton synth-model`, tests and benchmarks: nothing that
+    # serves a model may use it.
+    "modelgen": ["model", "kernels", "parallel", "common"],
     "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "common"],
     "transport": ["kvcache", "common"],
     "service": ["proto", "common"],
@@ -31,8 +35,7 @@ MAY_USE = {
     "worker": BELOW_SERVICES,
     "prefill_worker": BELOW_SERVICES + ["worker"],
     "decode_worker": BELOW_SERVICES + ["worker"],
-    "tools": BELOW_SERVICES + ["routing", "dispatch", "frontdoor", "router", "worker",
-                               "prefill_worker", "decode_worker"],
+    "tools": BELOW_SERVICES + ["modelgen", "routing", "dispatch", "frontdoor", "router"] + WORKERS,
 }
 LAYERS = set(MAY_USE)
 # Within a layer: the two front doors are siblings, and the gRPC one maps its requests

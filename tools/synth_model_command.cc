@@ -9,7 +9,7 @@
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 
 namespace baton::tools {
 namespace {
@@ -33,8 +33,8 @@ absl::StatusOr<cpu::DType> ParseDType(const std::string& name) {
 }
 
 absl::Status Run(const SynthFlags& flags) {
-  model::SyntheticModelSpec spec;
-  BATON_ASSIGN_OR_RETURN(spec.config, model::SyntheticShape(flags.shape));
+  modelgen::SyntheticModelSpec spec;
+  BATON_ASSIGN_OR_RETURN(spec.config, modelgen::SyntheticShape(flags.shape));
   BATON_ASSIGN_OR_RETURN(spec.dtype, ParseDType(flags.dtype));
   spec.seed = flags.seed;
   spec.write_hf = flags.format == "hf" || flags.format == "both";
@@ -56,7 +56,7 @@ absl::Status Run(const SynthFlags& flags) {
                    total ? 100.0 * static_cast<double>(done) / static_cast<double>(total) : 100.0);
     };
   }
-  absl::Status status = model::WriteSyntheticModel(spec, flags.out);
+  absl::Status status = modelgen::WriteSyntheticModel(spec, flags.out);
   if (printed) std::fprintf(stderr, "\n");
   if (status.ok() && !flags.quiet) {
     std::cerr << "baton synth-model: wrote " << flags.shape << " (" << flags.dtype << ", seed "
@@ -74,8 +74,9 @@ void AddSynthModelCommand(CLI::App& app) {
       "Write a model of a real shape with random weights (deterministic from --seed): a "
       "Hugging Face directory (config.json, model.safetensors, tokenizer.json, ...) and/or "
       "model.gguf with the same weights");
-  cmd->add_option("--shape", flags->shape,
-                  baton::StrCat("Model shape: ", absl::StrJoin(model::SyntheticShapeNames(), ", ")))
+  cmd->add_option(
+         "--shape", flags->shape,
+         baton::StrCat("Model shape: ", absl::StrJoin(modelgen::SyntheticShapeNames(), ", ")))
       ->required();
   cmd->add_option("--dtype", flags->dtype, "Weight type: f32, f16, bf16, or q8_0 (GGUF only)")
       ->capture_default_str();

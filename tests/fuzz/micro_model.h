@@ -6,7 +6,7 @@
 #include <vector>
 
 #include "model/model_config.h"
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 
 namespace baton::model::testing {
 
@@ -34,10 +34,10 @@ inline ModelConfig MicroConfig(std::string architecture = "LlamaForCausalLM",
 inline std::vector<std::string> MicroConfigJsons() {
   std::vector<std::string> out;
   for (const char* arch : {"LlamaForCausalLM", "Qwen2ForCausalLM"}) {
-    SyntheticModelSpec spec;
+    modelgen::SyntheticModelSpec spec;
     spec.config = MicroConfig(arch);
     spec.dtype = cpu::DType::kF32;
-    out.push_back(*SyntheticConfigJson(spec));
+    out.push_back(*modelgen::SyntheticConfigJson(spec));
   }
   return out;
 }

@@ -16,7 +16,7 @@
 #include "gtest/gtest.h"
 #include "kvcache/kv_pool.h"
 #include "model/model.h"
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 #include "tests/unit/engine/reference_forward.h"
 #include "tests/unit/engine/test_gpu_ops.h"
 
@@ -47,13 +47,13 @@ std::unique_ptr<Written> Write(const ModelConfig& config, cpu::DType dtype, bool
   // in parallel processes, which must not write or remove each other's files.
   w->dir = ::testing::TempDir() + "/baton_gpu_fwd_" + name + "_" + std::to_string(::getpid());
   std::filesystem::remove_all(w->dir);
-  model::SyntheticModelSpec spec;
+  modelgen::SyntheticModelSpec spec;
   spec.config = config;
   spec.dtype = dtype;
   spec.seed = 42;
   spec.write_hf = !gguf;
   spec.write_gguf = gguf;
-  EXPECT_TRUE(model::WriteSyntheticModel(spec, w->dir).ok());
+  EXPECT_TRUE(modelgen::WriteSyntheticModel(spec, w->dir).ok());
   auto opened = model::Model::Open(gguf ? w->dir + "/model.gguf" : w->dir);
   EXPECT_TRUE(opened.ok()) << opened.status();
   if (opened.ok()) w->model = *std::move(opened);

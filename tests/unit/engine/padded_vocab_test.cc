@@ -14,7 +14,7 @@
 #include "engine/engine.h"
 #include "engine/loaded_model.h"
 #include "gtest/gtest.h"
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 
 namespace baton::engine {
 namespace {
@@ -23,10 +23,10 @@ std::string PaddedModel() {
   static const std::string dir = [] {
     const auto out =
         std::filesystem::temp_directory_path() / StrCat("baton_padded_vocab_", ::getpid());
-    model::SyntheticModelSpec spec;
-    spec.config = *model::SyntheticShape("tiny");
+    modelgen::SyntheticModelSpec spec;
+    spec.config = *modelgen::SyntheticShape("tiny");
     spec.seed = 3;  // HF and GGUF: the GGUF lists the padding as unused [PADn] tokens
-    const absl::Status s = model::WriteSyntheticModel(spec, out.string());
+    const absl::Status s = modelgen::WriteSyntheticModel(spec, out.string());
     EXPECT_TRUE(s.ok()) << s;
     return out.string();
   }();
@@ -48,7 +48,7 @@ Drawn Serve(const LoadedModel& m, bool detokenize) {
   std::vector<std::shared_ptr<RequestStream>> streams;
   for (int i = 0; i < 12; ++i) {
     EngineRequest r;
-    r.prompt_ids = {model::kSyntheticEosId, 72, 101, 108, 108, 111};
+    r.prompt_ids = {modelgen::kSyntheticEosId, 72, 101, 108, 108, 111};
     r.params.temperature = i % 3 == 0 ? 0.0 : 2.0;
     r.params.seed = 50 + i;
     r.params.max_tokens = 24;
@@ -65,11 +65,11 @@ Drawn Serve(const LoadedModel& m, bool detokenize) {
     while (s->Next(&e)) {
       for (const int32_t id : e.token_ids) {
         ++d.tokens;
-        d.padded += id >= model::kSyntheticTokenizerSize;
+        d.padded += id >= modelgen::kSyntheticTokenizerSize;
       }
       for (const SampledToken& t : e.logprobs) {
         for (const auto& [id, lp] : t.top_logprobs)
-          d.padded += id >= model::kSyntheticTokenizerSize;
+          d.padded += id >= modelgen::kSyntheticTokenizerSize;
       }
       if (e.finished) {
         EXPECT_TRUE(e.status.ok()) << e.status;
@@ -84,8 +84,8 @@ class PaddedVocabTest : public ::testing::TestWithParam<std::string> {};
 TEST_P(PaddedVocabTest, NoIdPastTheTokenizerIsEverEmitted) {
   auto m = LoadModel(PaddedModel() + GetParam());
   ASSERT_TRUE(m.ok()) << m.status();
-  EXPECT_EQ(SampleableVocab(*m), model::kSyntheticTokenizerSize);
-  ASSERT_GT(m->model->config().vocab_size, model::kSyntheticTokenizerSize);
+  EXPECT_EQ(SampleableVocab(*m), modelgen::kSyntheticTokenizerSize);
+  ASSERT_GT(m->model->config().vocab_size, modelgen::kSyntheticTokenizerSize);
   const Drawn cut = Serve(*m, true);
   EXPECT_EQ(cut.tokens, 12 * 24);
   EXPECT_EQ(cut.padded, 0);

@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "kvcache/kv_pool.h"
 #include "model/model.h"
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 
 namespace baton::engine {
 namespace {
@@ -54,13 +54,13 @@ TEST_P(ReferenceForwardTest, LogitsMatchFloat64Reference) {
                           cpu::DTypeName(dc.dtype) + (dc.gguf ? "_gguf" : "_hf") + "_kv_" +
                           dc.kv_dtype;
   std::filesystem::remove_all(dir);
-  model::SyntheticModelSpec spec;
+  modelgen::SyntheticModelSpec spec;
   spec.config = variant.config;
   spec.dtype = dc.dtype;
   spec.seed = 42;
   spec.write_hf = !dc.gguf;
   spec.write_gguf = dc.gguf;
-  ASSERT_TRUE(model::WriteSyntheticModel(spec, dir).ok());
+  ASSERT_TRUE(modelgen::WriteSyntheticModel(spec, dir).ok());
   auto opened = model::Model::Open(dc.gguf ? dir + "/model.gguf" : dir);
   ASSERT_TRUE(opened.ok()) << opened.status();
   const model::Model& m = **opened;

@@ -23,7 +23,7 @@
 #include "engine/model_runner.h"
 #include "gtest/gtest.h"
 #include "kernels/cpu/matmul.h"
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 
 namespace baton::engine {
 namespace {
@@ -44,8 +44,8 @@ std::string TempDir(const std::string& what) {
 const std::string& ThreeKvHeadModel() {
   static const std::string dir = [] {
     std::string out = TempDir("synth3kv");
-    model::SyntheticModelSpec spec;
-    spec.config = *model::SyntheticShape("tiny");
+    modelgen::SyntheticModelSpec spec;
+    spec.config = *modelgen::SyntheticShape("tiny");
     spec.config.num_heads = 9;
     spec.config.num_kv_heads = 3;
     spec.config.head_dim = 16;
@@ -54,7 +54,7 @@ const std::string& ThreeKvHeadModel() {
     spec.config.num_layers = 3;
     spec.seed = 7;
     spec.write_gguf = false;
-    absl::Status s = model::WriteSyntheticModel(spec, out);
+    absl::Status s = modelgen::WriteSyntheticModel(spec, out);
     EXPECT_TRUE(s.ok()) << s;
     return out;
   }();

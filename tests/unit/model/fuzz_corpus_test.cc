@@ -13,12 +13,18 @@
 #include "model/gguf_loader.h"
 #include "model/hf_config.h"
 #include "model/hf_loader.h"
-#include "model/synthetic_model.h"
 #include "model_test_util.h"
+#include "modelgen/synthetic_model.h"
 #include "tests/fuzz/micro_model.h"
 
 namespace baton::model {
 namespace {
+
+using modelgen::SyntheticConfigJson;
+using modelgen::SyntheticGgufBytes;
+using modelgen::SyntheticModelSpec;
+using modelgen::SyntheticSafetensorsBytes;
+using modelgen::SyntheticShape;
 
 using testing::MicroConfig;
 

@@ -5,10 +5,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/gguf_writer.h"
+#include "modelgen/gguf_writer.h"
 
 namespace baton::model {
 namespace {
+
+using modelgen::GgufWriter;
 
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;

@@ -12,13 +12,20 @@
 #include "model/hf_loader.h"
 #include "model/rope_frequencies.h"
 #include "model/safetensors.h"
-#include "model/safetensors_writer.h"
-#include "model/synthetic_model.h"
 #include "model_test_util.h"
+#include "modelgen/safetensors_writer.h"
+#include "modelgen/synthetic_model.h"
 #include "nlohmann/json.hpp"
 
 namespace baton::model {
 namespace {
+
+using modelgen::kSyntheticEosId;
+using modelgen::SafetensorsWriter;
+using modelgen::SyntheticGgufBytes;
+using modelgen::SyntheticModelSpec;
+using modelgen::SyntheticShape;
+using modelgen::WriteSyntheticModel;
 
 using testing::BytesOf;
 using ::testing::HasSubstr;

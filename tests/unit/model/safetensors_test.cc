@@ -5,10 +5,12 @@
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/safetensors_writer.h"
+#include "modelgen/safetensors_writer.h"
 
 namespace baton::model {
 namespace {
+
+using modelgen::SafetensorsWriter;
 
 using ::testing::HasSubstr;
 

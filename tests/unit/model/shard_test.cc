@@ -9,11 +9,15 @@
 #include <string>
 
 #include "gtest/gtest.h"
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 #include "tests/unit/model/model_test_util.h"
 
 namespace baton::model {
 namespace {
+
+using modelgen::SyntheticModelSpec;
+using modelgen::SyntheticShape;
+using modelgen::WriteSyntheticModel;
 
 using testing::TempDir;
 

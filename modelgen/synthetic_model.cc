@@ -1,4 +1,4 @@
-#include "model/synthetic_model.h"
+#include "modelgen/synthetic_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -12,14 +12,25 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "model/float_convert.h"
-#include "model/gguf_writer.h"
 #include "model/rope_frequencies.h"
-#include "model/safetensors_writer.h"
+#include "modelgen/gguf_writer.h"
+#include "modelgen/safetensors_writer.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::model {
+namespace baton::modelgen {
 namespace {
 
+using model::Bf16ToF32;
+using model::F16ToF32;
+using model::F32ToBf16;
+using model::F32ToF16;
+using model::kQ8BlockBytes;
+using model::kQ8BlockElems;
+using model::Llama3RopeFreqFactors;
+using model::ModelConfig;
+using model::QuantizeQ8_0;
+using model::RopeScaling;
+using model::ValidateModelConfig;
 using ordered_json = nlohmann::ordered_json;
 
 // A few GPT-2-style merges, so the tokenizer exercises merging; the merged tokens take
@@ -673,4 +684,4 @@ absl::Status WriteSyntheticModel(const SyntheticModelSpec& spec, const std::stri
   return absl::OkStatus();
 }
 
-}  // namespace baton::model
+}  // namespace baton::modelgen

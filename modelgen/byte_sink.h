@@ -11,7 +11,7 @@
 
 #include "absl/status/status.h"
 
-namespace baton::model {
+namespace baton::modelgen {
 
 // Produces one tensor's bytes by calling `write` with consecutive chunks.
 using TensorDataFn = std::function<void(const std::function<void(std::string_view)>& write)>;
@@ -56,4 +56,4 @@ class FileSink : public ByteSink {
   bool failed_ = false;
 };
 
-}  // namespace baton::model
+}  // namespace baton::modelgen

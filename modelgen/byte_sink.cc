@@ -1,4 +1,4 @@
-#include "model/byte_sink.h"
+#include "modelgen/byte_sink.h"
 
 #include <cerrno>
 #include <cstring>
@@ -6,7 +6,7 @@
 
 #include "common/strings.h"
 
-namespace baton::model {
+namespace baton::modelgen {
 
 absl::Status FileSink::Open(const std::string& path, FileSink* sink) {
   sink->path_ = path;
@@ -52,4 +52,4 @@ absl::Status FileSink::Close() {
   return absl::OkStatus();
 }
 
-}  // namespace baton::model
+}  // namespace baton::modelgen

@@ -16,9 +16,9 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "model/byte_sink.h"
+#include "modelgen/byte_sink.h"
 
-namespace baton::model {
+namespace baton::modelgen {
 
 enum class GgufType : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30 };
 
@@ -70,4 +70,4 @@ class GgufWriter {
   uint64_t data_size_ = 0;
 };
 
-}  // namespace baton::model
+}  // namespace baton::modelgen

@@ -1,11 +1,11 @@
-#include "model/gguf_writer.h"
+#include "modelgen/gguf_writer.h"
 
 #include <cstring>
 
 #include "common/check.h"
 #include "common/strings.h"
 
-namespace baton::model {
+namespace baton::modelgen {
 namespace {
 
 constexpr uint64_t kAlignment = 32;
@@ -188,4 +188,4 @@ absl::StatusOr<std::string> GgufWriter::WriteString() const {
   return out;
 }
 
-}  // namespace baton::model
+}  // namespace baton::modelgen

@@ -1,4 +1,4 @@
-#include "model/safetensors_writer.h"
+#include "modelgen/safetensors_writer.h"
 
 #include <cstring>
 
@@ -7,7 +7,7 @@
 #include "model/safetensors.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::model {
+namespace baton::modelgen {
 
 void SafetensorsWriter::AddTensor(std::string_view name, cpu::DType dtype,
                                   std::vector<int64_t> shape, TensorDataFn data) {
@@ -30,7 +30,7 @@ std::string SafetensorsWriter::Header() const {
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
   if (!metadata_.empty()) header["__metadata__"] = metadata_;
   for (const Tensor& t : tensors_) {
-    header[t.name] = {{"dtype", SafetensorsDTypeName(t.dtype)},
+    header[t.name] = {{"dtype", model::SafetensorsDTypeName(t.dtype)},
                       {"shape", t.shape},
                       {"data_offsets", {t.begin, t.end}}};
   }
@@ -84,4 +84,4 @@ absl::StatusOr<std::string> SafetensorsWriter::WriteString() const {
   return out;
 }
 
-}  // namespace baton::model
+}  // namespace baton::modelgen

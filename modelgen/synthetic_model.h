@@ -28,12 +28,12 @@
 #include "kernels/cpu/matmul.h"
 #include "model/model_config.h"
 
-namespace baton::model {
+namespace baton::modelgen {
 
 struct SyntheticModelSpec {
   // Architecture LlamaForCausalLM or Qwen2ForCausalLM. bos/eos ids are replaced by the
   // synthetic tokenizer's <|endoftext|>.
-  ModelConfig config = {};
+  model::ModelConfig config = {};
   cpu::DType dtype = cpu::DType::kBF16;  // matrices; kQ8_0 only with GGUF alone
   uint64_t seed = 0;
   bool write_hf = true;
@@ -49,7 +49,7 @@ inline constexpr int32_t kSyntheticTokenizerSize = 265;
 
 // Named shapes: "tiny" (2 layers, hidden 64, untied; for tests), "smollm2-135m",
 // "llama3.2-1b" (with Llama 3 RoPE scaling).
-absl::StatusOr<ModelConfig> SyntheticShape(std::string_view name);
+absl::StatusOr<model::ModelConfig> SyntheticShape(std::string_view name);
 std::vector<std::string> SyntheticShapeNames();
 
 absl::Status WriteSyntheticModel(const SyntheticModelSpec& spec, const std::string& out_dir);
@@ -64,4 +64,4 @@ absl::StatusOr<std::string> SyntheticGgufBytes(const SyntheticModelSpec& spec);
 std::string SyntheticTokenizerJson();
 std::string SyntheticTokenizerConfigJson(int64_t model_max_length);
 
-}  // namespace baton::model
+}  // namespace baton::modelgen

@@ -15,9 +15,9 @@
 
 #include "absl/status/statusor.h"
 #include "kernels/cpu/matmul.h"
-#include "model/byte_sink.h"
+#include "modelgen/byte_sink.h"
 
-namespace baton::model {
+namespace baton::modelgen {
 
 class SafetensorsWriter {
  public:
@@ -50,4 +50,4 @@ class SafetensorsWriter {
   uint64_t data_size_ = 0;
 };
 
-}  // namespace baton::model
+}  // namespace baton::modelgen
