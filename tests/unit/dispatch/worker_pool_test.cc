@@ -2,7 +2,7 @@
 // (the resolver replaced at its seam), and the decisions Pick makes from the pool's own
 // counts: which workers are candidates, the in-flight limit, and rerouting after a failure.
 // The health poll and the KV event feed start only with Start(), which these tests do not
-// call; tests/unit/worker/cache_aware_router_test.cc runs them against real workers.
+// call; tests/integration/cache_aware_router_test.cc runs them against real workers.
 #include "dispatch/worker_pool.h"
 
 #include <mutex>

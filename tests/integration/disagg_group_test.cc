@@ -22,7 +22,7 @@
 #include "engine/generator.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "tests/unit/worker/worker_proc.h"
+#include "tests/integration/worker_proc.h"
 #include "worker/worker_service.h"
 
 namespace baton::worker {

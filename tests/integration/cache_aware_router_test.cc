@@ -18,8 +18,8 @@
 #include "common/strings.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/unit/worker/router_proc.h"
-#include "tests/unit/worker/worker_proc.h"
+#include "tests/integration/router_proc.h"
+#include "tests/integration/worker_proc.h"
 
 namespace baton::worker {
 namespace {

@@ -26,7 +26,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
-#include "tests/unit/worker/worker_proc.h"
+#include "tests/integration/worker_proc.h"
 #include "worker/worker_service.h"
 
 namespace baton::worker {

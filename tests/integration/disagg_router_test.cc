@@ -27,8 +27,8 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
-#include "tests/unit/worker/router_proc.h"
-#include "tests/unit/worker/worker_proc.h"
+#include "tests/integration/router_proc.h"
+#include "tests/integration/worker_proc.h"
 
 namespace baton::worker {
 namespace {

@@ -15,8 +15,8 @@
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/integration/worker_proc.h"
 #include "tests/unit/transport/ucx_test_util.h"
-#include "tests/unit/worker/worker_proc.h"
 
 namespace baton::testing {
 

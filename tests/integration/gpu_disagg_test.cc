@@ -16,8 +16,8 @@
 #include "baton/internal/v1/worker.grpc.pb.h"
 #include "baton/v1/baton.grpc.pb.h"
 #include "gtest/gtest.h"
-#include "tests/unit/worker/router_proc.h"
-#include "tests/unit/worker/worker_proc.h"
+#include "tests/integration/router_proc.h"
+#include "tests/integration/worker_proc.h"
 
 namespace baton::worker {
 namespace {
