@@ -1,19 +1,10 @@
 #include "template/chat_prompt.h"
 
+#include "common/special_token_text.h"
 #include "common/status.h"
 #include "template/chat_template.h"
 
 namespace baton::templating {
-
-std::string ConfigTokenText(const nlohmann::json& config, const char* key) {
-  if (!config.is_object() || !config.contains(key)) return "";
-  const auto& t = config[key];
-  if (t.is_string()) return t.get<std::string>();
-  if (t.is_object() && t.contains("content") && t["content"].is_string()) {
-    return t["content"].get<std::string>();
-  }
-  return "";
-}
 
 absl::StatusOr<std::string> RenderChatPrompt(const nlohmann::json& tokenizer_config,
                                              const nlohmann::ordered_json& request,
@@ -39,8 +30,8 @@ absl::StatusOr<std::string> RenderChatPrompt(const nlohmann::json& tokenizer_con
   context["messages"] = std::move(messages);
   context["tools"] = std::move(tools);
   context["add_generation_prompt"] = add_generation_prompt;
-  context["bos_token"] = ConfigTokenText(tokenizer_config, "bos_token");
-  context["eos_token"] = ConfigTokenText(tokenizer_config, "eos_token");
+  context["bos_token"] = SpecialTokenText(tokenizer_config, "bos_token");
+  context["eos_token"] = SpecialTokenText(tokenizer_config, "eos_token");
   return tmpl.RenderWithOrderedContext(context);
 }
 

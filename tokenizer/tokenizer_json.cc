@@ -4,6 +4,7 @@
 #include <limits>
 
 #include "absl/strings/str_split.h"
+#include "common/special_token_text.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -120,17 +121,6 @@ absl::Status ParsePostProcessor(const json& j, Vocab* v, std::string_view source
     }
   }
   return absl::OkStatus();
-}
-
-// tokenizer_config.json writes special tokens as a string or as {"content": ...}.
-std::string ConfigTokenText(const json& config, const char* key) {
-  if (!config.is_object() || !config.contains(key)) return "";
-  const json& t = config[key];
-  if (t.is_string()) return t.get<std::string>();
-  if (t.is_object() && t.contains("content") && t["content"].is_string()) {
-    return t["content"].get<std::string>();
-  }
-  return "";
 }
 
 absl::Status LoadVocabAndMerges(const json& model, Vocab* v, std::string_view source) {
@@ -277,7 +267,7 @@ absl::StatusOr<Vocab> Build(const json& root, const json& config, std::string_vi
   // tokenizer_config.json names BOS/EOS and, for Llama-style tokenizers, overrides
   // whether they are added (transformers rebuilds the post-processor from it).
   for (auto [key, id] : {std::pair{"bos_token", &v.bos_id}, std::pair{"eos_token", &v.eos_id}}) {
-    const std::string text = ConfigTokenText(config, key);
+    const std::string text = SpecialTokenText(config, key);
     if (text.empty()) continue;
     auto it = v.token_to_id.find(text);
     if (it == v.token_to_id.end()) {
