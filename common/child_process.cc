@@ -1,17 +1,16 @@
 #include "common/child_process.h"
 
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
-#include <sys/prctl.h>
 #include <sys/resource.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
+#include <optional>
 #include <sstream>
-#include <thread>
 
 #include "common/strings.h"
 
@@ -27,32 +26,25 @@ CpuUsage SelfUsage() {
 absl::StatusOr<std::unique_ptr<ChildProcess>> ChildProcess::Spawn(std::string name,
                                                                   std::vector<std::string> args,
                                                                   absl::Duration start_timeout) {
+  // The write end is the one descriptor the child inherits on purpose; the read end
+  // closes on exec, in this child and in any other.
   int ready[2];
-  if (pipe(ready) != 0) return absl::InternalError(StrCat("pipe: ", std::strerror(errno)));
+  if (pipe2(ready, O_CLOEXEC) != 0 || fcntl(ready[1], F_SETFD, 0) != 0) {
+    return absl::InternalError(StrCat("pipe: ", std::strerror(errno)));
+  }
   args.insert(args.begin(), "/proc/self/exe");
   args.emplace_back("--ready-fd");
   args.push_back(StrCat(ready[1]));
-  // Built before fork: the child may only make async-signal-safe calls until exec.
-  std::vector<char*> argv;
-  argv.reserve(args.size() + 1);
-  for (std::string& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  const pid_t parent = getpid();
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(ready[0]);
-    close(ready[1]);
-    return absl::InternalError(StrCat("fork: ", std::strerror(errno)));
-  }
-  if (pid == 0) {
-    prctl(PR_SET_PDEATHSIG, SIGTERM);
-    if (getppid() != parent) _exit(1);  // the parent is gone already
-    close(ready[0]);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
+  SubprocessOptions options;
+  options.pipe_stdout = false;  // its output goes where ours does
+  options.die_with_parent = true;
+  absl::StatusOr<std::unique_ptr<Subprocess>> started = Subprocess::Start(std::move(args), options);
   close(ready[1]);
-  std::unique_ptr<ChildProcess> child(new ChildProcess(std::move(name), pid));
+  if (!started.ok()) {
+    close(ready[0]);
+    return started.status();
+  }
+  std::unique_ptr<ChildProcess> child(new ChildProcess(std::move(name), *std::move(started)));
   std::string line;
   bool done = false;
   const absl::Time deadline = absl::Now() + start_timeout;
@@ -82,9 +74,9 @@ ChildProcess::~ChildProcess() { Stop(); }
 
 CpuUsage ChildProcess::Usage() const {
   CpuUsage u;
-  if (pid_ <= 0) return u;
+  if (!running_) return u;
   // Fields 14 and 15 of /proc/PID/stat, counted after the command name's ')'.
-  std::ifstream stat(StrCat("/proc/", pid_, "/stat"));
+  std::ifstream stat(StrCat("/proc/", process_->pid(), "/stat"));
   std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
   const size_t close_paren = all.rfind(')');
   if (close_paren != std::string::npos) {
@@ -100,21 +92,13 @@ CpuUsage ChildProcess::Usage() const {
 }
 
 bool ChildProcess::Stop(absl::Duration grace) {
-  if (pid_ <= 0) return false;
-  bool clean = kill(pid_, SIGTERM) == 0;
-  const absl::Time deadline = absl::Now() + grace;
-  int status = 0;
-  while (waitpid(pid_, &status, WNOHANG) != pid_) {
-    if (absl::Now() >= deadline) {
-      kill(pid_, SIGKILL);
-      waitpid(pid_, &status, 0);
-      clean = false;
-      break;
-    }
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  }
-  pid_ = -1;
-  return clean && WIFEXITED(status) && WEXITSTATUS(status) == 0;
+  if (!running_) return false;
+  running_ = false;
+  const std::optional<int> code = process_->Stop(SIGTERM, grace);
+  if (code) return *code == 0;
+  process_->Signal(SIGKILL);
+  process_->Wait();
+  return false;
 }
 
 }  // namespace baton

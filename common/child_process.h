@@ -2,7 +2,8 @@
 // other arguments, so that what it costs (CPU time, context switches, its own gRPC
 // pollers) is its own, as it is when the part runs as a separate server. The child is
 // told "--ready-fd N" and writes one line there once it serves (its ports, say); it gets
-// SIGTERM when the parent stops it or dies.
+// SIGTERM when the parent stops it or dies. Started by Subprocess (common/subprocess.h),
+// the one way Baton starts another program.
 //
 //   BATON_ASSIGN_OR_RETURN(auto stub, ChildProcess::Spawn("stub", {"--role", "stub"}));
 //   int port = std::stoi(stub->ready_line());
@@ -20,6 +21,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/subprocess.h"
 
 namespace baton {
 
@@ -43,7 +45,7 @@ class ChildProcess {
   ChildProcess(const ChildProcess&) = delete;
   ChildProcess& operator=(const ChildProcess&) = delete;
 
-  pid_t pid() const { return pid_; }
+  pid_t pid() const { return running_ ? process_->pid() : -1; }
   // What the child wrote on its ready descriptor, without the newline.
   const std::string& ready_line() const { return ready_line_; }
 
@@ -51,15 +53,17 @@ class ChildProcess {
   // Switches stay 0: /proc counts them per thread, and threads that exited are lost.
   CpuUsage Usage() const;
 
-  // SIGTERM, then SIGKILL after `grace`. Returns false when the child had already exited
-  // or did not stop on SIGTERM.
+  // SIGTERM, then SIGKILL after `grace`. True when it exited with status 0 on SIGTERM;
+  // false when it was stopped already, exited otherwise, or had to be killed.
   bool Stop(absl::Duration grace = absl::Seconds(5));
 
  private:
-  ChildProcess(std::string name, pid_t pid) : name_(std::move(name)), pid_(pid) {}
+  ChildProcess(std::string name, std::unique_ptr<Subprocess> process)
+      : name_(std::move(name)), process_(std::move(process)) {}
 
   std::string name_;
-  pid_t pid_;
+  std::unique_ptr<Subprocess> process_;
+  bool running_ = true;  // until Stop
   std::string ready_line_;
 };
 
