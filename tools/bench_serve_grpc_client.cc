@@ -3,53 +3,13 @@
 #include <algorithm>
 #include <chrono>
 
+#include "absl/status/status.h"
 #include "common/strings.h"
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 
 namespace baton::tools {
 namespace {
-
-const char* CodeName(grpc::StatusCode code) {
-  switch (code) {
-    case grpc::StatusCode::OK:
-      return "OK";
-    case grpc::StatusCode::CANCELLED:
-      return "CANCELLED";
-    case grpc::StatusCode::UNKNOWN:
-      return "UNKNOWN";
-    case grpc::StatusCode::INVALID_ARGUMENT:
-      return "INVALID_ARGUMENT";
-    case grpc::StatusCode::DEADLINE_EXCEEDED:
-      return "DEADLINE_EXCEEDED";
-    case grpc::StatusCode::NOT_FOUND:
-      return "NOT_FOUND";
-    case grpc::StatusCode::ALREADY_EXISTS:
-      return "ALREADY_EXISTS";
-    case grpc::StatusCode::PERMISSION_DENIED:
-      return "PERMISSION_DENIED";
-    case grpc::StatusCode::RESOURCE_EXHAUSTED:
-      return "RESOURCE_EXHAUSTED";
-    case grpc::StatusCode::FAILED_PRECONDITION:
-      return "FAILED_PRECONDITION";
-    case grpc::StatusCode::ABORTED:
-      return "ABORTED";
-    case grpc::StatusCode::OUT_OF_RANGE:
-      return "OUT_OF_RANGE";
-    case grpc::StatusCode::UNIMPLEMENTED:
-      return "UNIMPLEMENTED";
-    case grpc::StatusCode::INTERNAL:
-      return "INTERNAL";
-    case grpc::StatusCode::UNAVAILABLE:
-      return "UNAVAILABLE";
-    case grpc::StatusCode::DATA_LOSS:
-      return "DATA_LOSS";
-    case grpc::StatusCode::UNAUTHENTICATED:
-      return "UNAUTHENTICATED";
-    default:
-      return "UNKNOWN";
-  }
-}
 
 // Runs a function on the loop thread: an alarm that has already expired fires at once.
 class PostedFn : public GrpcBenchClient::Tag {
@@ -142,8 +102,9 @@ class GrpcBenchClient::Call : public GrpcBenchClient::Tag {
   void OnFinished(BenchClock::time_point end) {
     clock_.Finish(end, &result_);
     if (!status_.ok()) {
-      result_.error =
-          StrCat("gRPC ", CodeName(status_.error_code()), ": ", status_.error_message());
+      result_.error = StrCat(
+          "gRPC ", absl::StatusCodeToString(static_cast<absl::StatusCode>(status_.error_code())),
+          ": ", status_.error_message());
     } else if (!finished_) {
       result_.error = "the stream ended without a finished response";
     } else {
