@@ -41,6 +41,9 @@ absl::StatusOr<std::unique_ptr<Generation>> Generation::Start(
 
 absl::Status Generation::StartRuns(grpc::CompletionQueue* cq, Route route,
                                    std::shared_ptr<const tokenizer::Tokenizer> tokenizer) {
+  cq_ = cq;
+  tokenizer_ = tokenizer;
+  attempt_route_ = route;
   const GenerationRequest& r = request_;
   if (r.n < 1) return absl::InvalidArgumentError("'n' must be at least 1");
   // Every request is built before any call starts, so a bad one leaves nothing running.
@@ -50,10 +53,12 @@ absl::Status Generation::StartRuns(grpc::CompletionQueue* cq, Route route,
     wires.push_back(std::move(wire));
   }
   RunOptions options{.deadline = r.deadline, .may_reroute = r.n == 1, .session = r.session};
+  int attempt;
   {
     std::lock_guard<std::mutex> lock(mu_);
     open_runs_ = r.n;
     started_ = true;
+    attempt = attempt_;
   }
   // runs_ is filled under mu_ while earlier runs may already call back (CancelRuns reads
   // it); a run's callbacks never touch runs_ otherwise.
@@ -63,8 +68,14 @@ absl::Status Generation::StartRuns(grpc::CompletionQueue* cq, Route route,
                           {.on_delta = [this](const ChoiceDelta& d) { OnDelta(d); },
                            .on_done = [this](const absl::Status& s) { OnRunDone(s); }});
     std::lock_guard<std::mutex> lock(mu_);
+    if (attempt != attempt_) {
+      // Every run of this attempt ended, this one too, and they started over meanwhile.
+      ended_runs_.push_back(std::move(run));
+      continue;
+    }
     runs_.push_back(std::move(run));
-    if (!status_.ok()) runs_.back()->Cancel();  // an earlier choice failed already
+    // An earlier choice failed already, or the caller cancelled.
+    if (!status_.ok() || cancelled_ || restarting_) runs_.back()->Cancel();
   }
   return absl::OkStatus();
 }
@@ -72,27 +83,53 @@ absl::Status Generation::StartRuns(grpc::CompletionQueue* cq, Route route,
 void Generation::OnDelta(const ChoiceDelta& d) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!status_.ok()) return;  // after a failure, nothing more is delivered
+    // After a failure nothing more is delivered, nor while the choices start over.
+    if (!status_.ok() || restarting_) return;
+    delivered_ = true;
   }
   callbacks_.on_delta(d);
 }
 
+std::optional<Route> Generation::StartOverRoute(const absl::Status& failure) {
+  if (request_.n < 2 || rerouted_ || !absl::IsUnavailable(failure)) return std::nullopt;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (delivered_ || cancelled_) return std::nullopt;
+  }
+  absl::StatusOr<Route> next = RerouteAfterFailure(attempt_route_, request_.prompt_ids,
+                                                   request_.cache_salt, request_.session);
+  if (!next.ok()) return std::nullopt;
+  return *std::move(next);
+}
+
+// Runs on the loop thread, as every run's callbacks do, so these calls never overlap.
 void Generation::OnRunDone(const absl::Status& status) {
   std::function<void(const absl::Status&)> on_done;
   absl::Status final_status;
   bool cancel_others = false;
+  bool start_over = false;
+  if (!status.ok() && !start_over_ && this->status().ok()) {  // the first failure
+    start_over_ = StartOverRoute(status);
+    cancel_others = true;
+  }
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (!status.ok() && status_.ok()) {
+    if (start_over_) {
+      restarting_ = true;
+    } else if (!status.ok() && status_.ok()) {
       status_ = status;
-      cancel_others = true;
     }
     if (--open_runs_ == 0) {
-      on_done = std::move(callbacks_.on_done);
-      final_status = status_;
+      if (start_over_) {
+        start_over = true;
+      } else {
+        on_done = std::move(callbacks_.on_done);
+        final_status = status_;
+      }
     }
   }
   if (cancel_others) CancelRuns();
+  if (start_over) return StartOver();
   if (!on_done) return;
   on_done(final_status);
   // The destructor waits for this, so an owner may destroy the generation on any thread
@@ -102,7 +139,38 @@ void Generation::OnRunDone(const absl::Status& status) {
   cv_.notify_all();
 }
 
+// Every run of the failed attempt has ended; none delivered anything.
+void Generation::StartOver() {
+  Route route = *std::move(start_over_);
+  start_over_.reset();
+  rerouted_ = true;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& run : runs_) ended_runs_.push_back(std::move(run));
+    runs_.clear();
+    restarting_ = false;
+    ++attempt_;
+  }
+  const absl::Status started = StartRuns(cq_, std::move(route), tokenizer_);
+  if (started.ok()) return;
+  // Not expected (the same requests were built once already), but answered.
+  std::function<void(const absl::Status&)> on_done;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    status_ = started;
+    on_done = std::move(callbacks_.on_done);
+  }
+  on_done(started);
+  std::lock_guard<std::mutex> lock(mu_);
+  done_ = true;
+  cv_.notify_all();
+}
+
 Generation::~Generation() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+  }
   CancelRuns();
   std::unique_lock<std::mutex> lock(mu_);
   // Runs that never started (Start failed) have nothing to wait for.
@@ -114,7 +182,13 @@ absl::Status Generation::status() const {
   return status_;
 }
 
-void Generation::Cancel() { CancelRuns(); }
+void Generation::Cancel() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    cancelled_ = true;
+  }
+  CancelRuns();
+}
 
 void Generation::CancelRuns() {
   std::lock_guard<std::mutex> lock(mu_);

@@ -18,8 +18,11 @@
 //
 // Cancel() (any thread) stops every sequence in the worker at once; the destructor does
 // too, and waits until every worker stream has ended. Each choice is one RequestRun
-// (dispatch/request_run.h), which sequences it across the workers; a Generation only joins
-// the choices: their deltas into one stream, the first failure into the end of all.
+// (dispatch/request_run.h), which sequences it across the workers; a Generation joins the
+// choices: their deltas into one stream, the first failure into the end of all. One
+// choice reroutes itself (RequestRun). Several share their worker, so they move together:
+// when one fails UNAVAILABLE before any choice delivered a delta, the others are
+// cancelled and all start over, once, on the route RerouteAfterFailure picks.
 #pragma once
 
 #include <condition_variable>
@@ -27,6 +30,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -77,7 +81,7 @@ class Generation {
   // Once done: where it ran last (a rerouted request's second route), and whether it was
   // rerouted.
   const Route& route() const { return runs_.front()->route(); }
-  bool rerouted() const { return runs_.front()->rerouted(); }
+  bool rerouted() const { return rerouted_ || runs_.front()->rerouted(); }
 
  private:
   Generation(GenerationRequest request, GenerationCallbacks callbacks);
@@ -85,16 +89,35 @@ class Generation {
                          std::shared_ptr<const tokenizer::Tokenizer> tokenizer);
   void OnDelta(const ChoiceDelta& d);
   void OnRunDone(const absl::Status& status);
+  // On the first failure of several choices: the route to start them all over on, when
+  // they may.
+  std::optional<Route> StartOverRoute(const absl::Status& failure);
   void CancelRuns();
 
   GenerationRequest request_;
   GenerationCallbacks callbacks_;
+  // What the runs started with, for a start-over: written before the runs start, then
+  // only on the loop thread.
+  grpc::CompletionQueue* cq_ = nullptr;
+  std::shared_ptr<const tokenizer::Tokenizer> tokenizer_;
+  Route attempt_route_;
   // One per choice; all on one queue, so their callbacks never overlap.
   std::vector<std::unique_ptr<RequestRun>> runs_;
+  // The runs of the attempt before a start-over: ended, kept until the generation goes
+  // (the last of them was still inside its on_done when they were replaced).
+  std::vector<std::unique_ptr<RequestRun>> ended_runs_;
+  // The loop thread's: the route of the start-over under way, and whether there was one.
+  std::optional<Route> start_over_;
+  bool rerouted_ = false;
+  void StartOver();
 
   mutable std::mutex mu_;
   std::condition_variable cv_;
-  absl::Status status_;  // the first failure
+  absl::Status status_;      // the first failure
+  bool delivered_ = false;   // a delta went to the caller
+  bool cancelled_ = false;   // Cancel() or the destructor
+  bool restarting_ = false;  // this attempt's runs are being given up for a start-over
+  int attempt_ = 0;          // start-overs so far
   int open_runs_ = 0;
   bool started_ = false;  // the runs were started (set before any callback can run)
   bool done_ = false;     // every run ended; on_done was handed its status

@@ -262,58 +262,33 @@ class Handler {
     }
   }
 
-  // A request with several choices is not rerouted inside Generation, where other choices
-  // may already be streaming. The front door can start it over, once, on another worker
-  // while the client has seen nothing: always for a whole response, and for a stream
-  // until its first event.
-  std::optional<::baton::router::Route> StartOver(const Generation& gen,
-                                                  std::optional<GenerationRequest>& again,
-                                                  const absl::Status& status, HttpResponder& out) {
-    if (!again || !absl::IsUnavailable(status) || out.PeerClosed()) return std::nullopt;
-    absl::StatusOr<::baton::router::Route> next =
-        RerouteAfterFailure(gen.route(), again->prompt_ids, again->cache_salt, again->session);
-    if (!next.ok()) return std::nullopt;
-    return *std::move(next);
-  }
-
+  // A worker that cannot be reached is left for another inside Generation, once, while
+  // nothing was delivered (dispatch/generation.h).
   int Whole(GenerationRequest request, Run& run, HttpResponder& out) {
-    std::optional<GenerationRequest> again;
-    if (request.n > 1) again = request;
     absl::StatusOr<::baton::router::Route> route =
         c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
     if (!route.ok()) return SendError(out, route.status());
     NoteRoute(*route, run);
-    for (;;) {
-      absl::StatusOr<std::unique_ptr<Generation>> started =
-          Generation::Start(c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request));
-      if (!started.ok()) return SendError(out, started.status());
-      Generation& gen = **started;
-      const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
-                                               [&gen] { gen.Cancel(); }, out.PeerFd());
-      ChoiceDelta d;
-      while (gen.Next(&d)) {
-        Observe(run, d);
-        ChoiceOut& c = run.choices[d.index];
-        c.text += d.text;
-        if (run.request.logprobs) {
-          c.has_logprobs = true;
-          for (LogprobOut& lp : ToLogprobs(d.logprobs)) c.logprobs.push_back(std::move(lp));
-        }
-        if (d.finished) SetFinish(d, &c);
+    absl::StatusOr<std::unique_ptr<Generation>> started =
+        Generation::Start(c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request));
+    if (!started.ok()) return SendError(out, started.status());
+    Generation& gen = **started;
+    const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
+                                             [&gen] { gen.Cancel(); }, out.PeerFd());
+    ChoiceDelta d;
+    while (gen.Next(&d)) {
+      Observe(run, d);
+      ChoiceOut& c = run.choices[d.index];
+      c.text += d.text;
+      if (run.request.logprobs) {
+        c.has_logprobs = true;
+        for (LogprobOut& lp : ToLogprobs(d.logprobs)) c.logprobs.push_back(std::move(lp));
       }
-      c_.watcher->Unwatch(watch);
-      NoteWorkers(gen, run);
-      if (!gen.status().ok()) {
-        std::optional<::baton::router::Route> next = StartOver(gen, again, gen.status(), out);
-        if (!next) return Failed(gen.status(), out);
-        request = *std::move(again);
-        again.reset();
-        route = *std::move(next);
-        ResetChoices(run);
-        continue;
-      }
-      break;
+      if (d.finished) SetFinish(d, &c);
     }
+    c_.watcher->Unwatch(watch);
+    NoteWorkers(gen, run);
+    if (!gen.status().ok()) return Failed(gen.status(), out);
     c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
                           run.usage.completion_tokens);
     run.usage.timings = TimingsNow(run);
@@ -324,18 +299,6 @@ class Handler {
                   : CompletionResponseJson(run.id, run.created, model, run.choices, run.usage),
              {{"X-Request-Id", run.id}});
     return 200;
-  }
-
-  // Forgets what a failed attempt produced (nothing of it was sent).
-  static void ResetChoices(Run& run) {
-    for (size_t i = 0; i < run.choices.size(); ++i) {
-      run.choices[i] = ChoiceOut();
-      run.choices[i].index = static_cast<int>(i);
-    }
-    run.last_token.assign(run.last_token.size(), run.arrival);
-    run.usage = UsageOut();
-    run.saw_token = false;
-    run.record.rerouted = true;
   }
 
   int Failed(const absl::Status& status, HttpResponder& out) {
@@ -403,58 +366,43 @@ class Handler {
   // without waiting (WriteChunkNoWait), so a token crosses no router thread. This thread
   // starts the response, sends what the socket did not take at once, and ends it.
   int Stream(GenerationRequest request, Run& run, HttpResponder& out) {
-    std::optional<GenerationRequest> again;
-    if (request.n > 1) again = request;
     absl::StatusOr<::baton::router::Route> route =
         c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
     if (!route.ok()) return SendError(out, route.status());
     NoteRoute(*route, run);
-    for (;;) {
-      StreamState s;
-      s.role_sent.assign(run.request.n, false);
-      s.text_offset.assign(run.request.n, 0);
-      GenerationCallbacks callbacks;
-      callbacks.on_delta = [this, &s, &run, &out](const ChoiceDelta& d) {
-        std::lock_guard<std::mutex> lock(s.mu);
-        std::string event = EventFor(s, run, d);
-        if (s.started) {
-          Push(s, out, event);
-        } else {
-          s.early.push_back(std::move(event));
-          s.cv.notify_all();
-        }
-      };
-      callbacks.on_done = [&s](const absl::Status& status) {
-        std::lock_guard<std::mutex> lock(s.mu);
-        s.done = true;
-        s.status = status;
+    StreamState s;
+    s.role_sent.assign(run.request.n, false);
+    s.text_offset.assign(run.request.n, 0);
+    GenerationCallbacks callbacks;
+    callbacks.on_delta = [this, &s, &run, &out](const ChoiceDelta& d) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      std::string event = EventFor(s, run, d);
+      if (s.started) {
+        Push(s, out, event);
+      } else {
+        s.early.push_back(std::move(event));
         s.cv.notify_all();
-      };
-      absl::StatusOr<std::unique_ptr<Generation>> started = Generation::Start(
-          c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
-      if (!started.ok()) return SendError(out, started.status());
-      Generation* gen = started->get();
-      const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
-                                               [gen] { gen->Cancel(); }, out.PeerFd());
-      bool nothing_sent = false;
-      const int code =
-          StreamResponse(s, *gen, run, out, again.has_value() ? &nothing_sent : nullptr);
-      c_.watcher->Unwatch(watch);
-      NoteWorkers(*gen, run);
-      if (!nothing_sent) return code;
-      std::optional<::baton::router::Route> next = StartOver(*gen, again, s.status, out);
-      if (!next) return Failed(s.status, out);
-      request = *std::move(again);
-      again.reset();
-      route = *std::move(next);
-      run.record.rerouted = true;
-    }
+      }
+    };
+    callbacks.on_done = [&s](const absl::Status& status) {
+      std::lock_guard<std::mutex> lock(s.mu);
+      s.done = true;
+      s.status = status;
+      s.cv.notify_all();
+    };
+    absl::StatusOr<std::unique_ptr<Generation>> started = Generation::Start(
+        c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
+    if (!started.ok()) return SendError(out, started.status());
+    Generation* gen = started->get();
+    const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
+                                             [gen] { gen->Cancel(); }, out.PeerFd());
+    const int code = StreamResponse(s, *gen, run, out);
+    c_.watcher->Unwatch(watch);
+    NoteWorkers(*gen, run);
+    return code;
   }
 
-  // With `nothing_sent`, a generation that ends before its first delta returns 0 and sets
-  // it, and the caller answers (or starts over); else such a failure is answered here.
-  int StreamResponse(StreamState& s, Generation& gen, Run& run, HttpResponder& out,
-                     bool* nothing_sent = nullptr) {
+  int StreamResponse(StreamState& s, Generation& gen, Run& run, HttpResponder& out) {
     const std::string model = c_.model->name();
     std::unique_lock<std::mutex> lock(s.mu);
     s.cv.wait(lock, [&s] { return !s.early.empty() || s.done; });
@@ -463,10 +411,6 @@ class Handler {
     if (s.early.empty()) {
       const absl::Status status = s.status;
       lock.unlock();
-      if (nothing_sent != nullptr && !status.ok()) {
-        *nothing_sent = true;
-        return 0;
-      }
       return Failed(status, out);
     }
     lock.unlock();

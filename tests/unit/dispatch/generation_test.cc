@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -218,6 +219,101 @@ TEST_F(GenerationTest, WorkerDownIsUnavailableNamingTheWorker) {
   Collected c = Run(Request());
   EXPECT_EQ(c.status.code(), absl::StatusCode::kUnavailable);
   EXPECT_NE(c.status.message().find(client_->target()), std::string::npos) << c.status;
+}
+
+// Several choices share their worker, so they leave an unreachable one together: all
+// start over, once, on another (the front doors' reroute for n > 1).
+class GenerationStartOverTest : public GenerationTest {
+ protected:
+  void SetUp() override {
+    GenerationTest::SetUp();
+    for (auto* w : {&server_, &other_}) w->worker.script = Encode(" there was a little girl.");
+    PoolOptions o;
+    o.policy = "round_robin";
+    auto pool = WorkerPool::Create(server_.target() + "," + other_.target(), "", "", o);
+    ASSERT_TRUE(pool.ok()) << pool.status();
+    pool_ = *std::move(pool);
+  }
+
+  // Runs `r` on the pool's next route; `picked` is the server it named.
+  Collected RunOnPool(GenerationRequest r, fakes::FakeWorkerServer** picked,
+                      std::unique_ptr<Generation>* kept) {
+    Route route = *pool_->Pick(r.prompt_ids, "");
+    *picked = route.decode->target() == server_.target() ? &server_ : &other_;
+    if (on_pick_) on_pick_(**picked);
+    Collected c;
+    c.text.resize(r.n);
+    c.last.resize(r.n);
+    auto gen = Generation::Start(loops_.get(), std::move(route), tokenizer_, std::move(r));
+    EXPECT_TRUE(gen.ok()) << gen.status();
+    if (!gen.ok()) return c;
+    ChoiceDelta d;
+    while ((*gen)->Next(&d)) c.text[d.index] += d.text;
+    c.status = (*gen)->status();
+    *kept = *std::move(gen);
+    return c;
+  }
+
+  fakes::FakeWorkerServer other_;
+  std::unique_ptr<WorkerPool> pool_;
+  std::function<void(fakes::FakeWorkerServer&)> on_pick_;
+};
+
+TEST_F(GenerationStartOverTest, AllChoicesMoveFromAnUnreachableWorker) {
+  on_pick_ = [](fakes::FakeWorkerServer& s) { s.Shutdown(); };
+  GenerationRequest r = Request();
+  r.n = 3;
+  fakes::FakeWorkerServer* down = nullptr;
+  std::unique_ptr<Generation> gen;
+  Collected c = RunOnPool(std::move(r), &down, &gen);
+  ASSERT_TRUE(c.status.ok()) << c.status;
+  fakes::FakeWorkerServer& up = down == &server_ ? other_ : server_;
+  EXPECT_TRUE(gen->rerouted());
+  EXPECT_EQ(gen->route().decode->target(), up.target());
+  EXPECT_EQ(up.worker.generates.load(), 3);
+  for (int i = 0; i < 3; ++i) EXPECT_EQ(c.text[i], " there was a little girl.") << i;
+}
+
+TEST_F(GenerationStartOverTest, NoStartOverOnceAChoiceDeliveredOrForOneChoice) {
+  // The worker sends one token, then goes away: the client has seen text.
+  on_pick_ = [](fakes::FakeWorkerServer& s) {
+    s.worker.fail_after = 1;
+    s.worker.fail_after_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "went away");
+  };
+  GenerationRequest r = Request();
+  r.n = 2;
+  fakes::FakeWorkerServer* serving = nullptr;
+  std::unique_ptr<Generation> gen;
+  Collected c = RunOnPool(std::move(r), &serving, &gen);
+  EXPECT_EQ(c.status.code(), absl::StatusCode::kUnavailable) << c.status;
+  EXPECT_FALSE(gen->rerouted());
+  fakes::FakeWorkerServer& idle = serving == &server_ ? other_ : server_;
+  EXPECT_EQ(idle.worker.generates.load(), 0);
+}
+
+TEST_F(GenerationStartOverTest, CancelledChoicesDoNotStartOver) {
+  // Cancelled before the worker sent anything: nothing delivered, yet the caller asked to
+  // stop.
+  on_pick_ = [](fakes::FakeWorkerServer& s) {
+    s.worker.script.clear();
+    s.worker.hang = true;
+  };
+  GenerationRequest r = Request();
+  r.n = 2;
+  Route route = *pool_->Pick(r.prompt_ids, "");
+  fakes::FakeWorkerServer& picked = route.decode->target() == server_.target() ? server_ : other_;
+  fakes::FakeWorkerServer& idle = &picked == &server_ ? other_ : server_;
+  on_pick_(picked);
+  auto gen = Generation::Start(loops_.get(), std::move(route), tokenizer_, std::move(r));
+  ASSERT_TRUE(gen.ok()) << gen.status();
+  ASSERT_EQ(fakes::FakeWorker::WaitFor(picked.worker.generates, 2), 2);
+  (*gen)->Cancel();
+  ChoiceDelta d;
+  while ((*gen)->Next(&d)) {
+  }
+  EXPECT_EQ((*gen)->status().code(), absl::StatusCode::kCancelled) << (*gen)->status();
+  EXPECT_FALSE((*gen)->rerouted());
+  EXPECT_EQ(idle.worker.generates.load(), 0);
 }
 
 TEST_F(GenerationTest, CancelStopsTheWorkerAndEndsWithCancelled) {
