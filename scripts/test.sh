@@ -32,7 +32,8 @@ if [ "${BATON_SKIP_ASAN:-0}" != 1 ]; then
   cmake --preset tsan >/dev/null
   tsan_tests="tokenizer_concurrency_test common_thread_pool_test kernels_matmul_test
               engine_stories_reference_test engine_engine_test service_http_server_test
-              service_cancel_watcher_test engine_kv_transfer_engine_test"
+              service_cancel_watcher_test engine_kv_transfer_engine_test
+              tools_bench_serve_load_test"
   cmake --build --preset tsan -j "$jobs" --target $tsan_tests
   for t in $tsan_tests; do build/tsan/bin/$t --gtest_brief=1; done
 fi
