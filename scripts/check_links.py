@@ -4,9 +4,10 @@
 The layer table says which folder may use which; the link graph is where CMake states
 it. A header belongs to the targets that compile its .cc (or, for a header alone, to
 the libraries with sources in its folder). A target may include its own headers and
-those of the libraries it links, directly or through their PUBLIC links. Without this,
-the one include path every target shares would let any folder include any other, and
-a missing link would show only as an undefined symbol, or not at all.
+those of the libraries it links, directly or through their PUBLIC links. The include
+roots (cmake/include_roots.cmake) make the compiler refuse a header of an unlinked
+folder; this check is finer, a header belonging to the target that compiles its .cc,
+and its message names the link to add.
 
 usage: check_links.py BUILD_DIR/target_graph.tsv REPO_ROOT
 (cmake/target_graph.cmake writes the graph; tests/lint/links_bad is a tree it rejects.)
