@@ -48,7 +48,7 @@ int Main(int argc, char** argv) {
 
   constexpr int kChain = 64;
   std::mt19937_64 rng(1);
-  router::KvIndex index;
+  routing::KvIndex index;
   std::vector<std::vector<BlockHash>> chains(static_cast<size_t>(blocks / kChain));
   std::fprintf(stderr, "router_decision_bench: indexing %lld blocks over %d workers...\n",
                static_cast<long long>(blocks), workers);
@@ -75,7 +75,7 @@ int Main(int argc, char** argv) {
   const double bytes_per_block =
       static_cast<double>(index.MemoryBytes()) / static_cast<double>(index.num_blocks());
 
-  std::vector<router::WorkerView> views(workers);
+  std::vector<routing::WorkerView> views(workers);
   for (int w = 0; w < workers; ++w) {
     views[w].id = w;
     views[w].running = static_cast<int64_t>(rng() % 32);
@@ -83,7 +83,7 @@ int Main(int argc, char** argv) {
     views[w].kv_blocks_total = 8192;
     views[w].kv_blocks_used = static_cast<int64_t>(rng() % 8192);
   }
-  const router::PoolView pool{.workers = views, .index = &index, .block_size = 16};
+  const routing::PoolView pool{.workers = views, .index = &index, .block_size = 16};
   std::vector<std::vector<BlockHash>> prompts(1024);
   for (size_t i = 0; i < prompts.size(); ++i) {
     if (i % 2 == 0) {
@@ -99,14 +99,14 @@ int Main(int argc, char** argv) {
   std::printf("| policy | decision p50 us | decision p99 us | p99 / %.0f us limit |\n", limit_us);
   std::printf("|---|---|---|---|\n");
   bool ok = true;
-  for (const std::string& name : router::RoutingPolicyNames()) {
-    auto policy = *router::MakeRoutingPolicy(name);
+  for (const std::string& name : routing::RoutingPolicyNames()) {
+    auto policy = *routing::MakeRoutingPolicy(name);
     std::vector<double> us;
     us.reserve(decisions);
     absl::Time now = absl::FromUnixSeconds(1'000'000);
     for (int i = 0; i < decisions; ++i) {
       const auto& p = prompts[i % prompts.size()];
-      router::PlacementRequest req{
+      routing::PlacementRequest req{
           .block_hashes = p, .prompt_tokens = kChain * 16 + 7, .session = 0, .now = now};
       now += absl::Milliseconds(5);
       const auto t0 = std::chrono::steady_clock::now();

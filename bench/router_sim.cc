@@ -29,7 +29,7 @@ struct Flags {
   int64_t kv_blocks = 2048;
   int requests = 3000;
   std::vector<std::string> workloads = {"shared", "chat", "random"};
-  std::vector<std::string> policies = router::RoutingPolicyNames();
+  std::vector<std::string> policies = routing::RoutingPolicyNames();
   // Offered load per worker, in requests per second, per workload: what 2048 pages and
   // the step model sustain with good cache reuse but not without it.
   double shared_rate = 0.8;
@@ -127,7 +127,7 @@ int Main(int argc, char** argv) {
   shape.event_lag_seconds = f.event_lag_ms / 1000.0;
   shape.events = !f.no_events;
   // Baton's cost model gets the step model's rates: the calibration an operator does.
-  router::CostModel cost;
+  routing::CostModel cost;
   cost.prefill_seconds_per_token = shape.step.prefill_token_seconds;
   cost.seconds_per_running = 2 * shape.step.decode_seq_seconds;
 
@@ -138,8 +138,8 @@ int Main(int argc, char** argv) {
     int max_turns = 1;
     const std::vector<SimPrompt> prompts = MakeWorkload(ws, &max_turns);
     for (const std::string& name : f.policies) {
-      absl::StatusOr<std::unique_ptr<router::RoutingPolicy>> policy =
-          router::MakeRoutingPolicy(name, cost);
+      absl::StatusOr<std::unique_ptr<routing::RoutingPolicy>> policy =
+          routing::MakeRoutingPolicy(name, cost);
       if (!policy.ok()) {
         std::cerr << policy.status().message() << "\n";
         return 2;

@@ -17,7 +17,7 @@ namespace baton::bench {
 namespace {
 
 using kvcache::BlockHash;
-using router::WorkerId;
+using routing::WorkerId;
 
 struct Req {
   SimPrompt p;
@@ -78,7 +78,7 @@ double Percentile(std::vector<double> v, double q) {
 
 class Sim {
  public:
-  Sim(const ClusterShape& shape, router::RoutingPolicy* policy, uint64_t seed)
+  Sim(const ClusterShape& shape, routing::RoutingPolicy* policy, uint64_t seed)
       : shape_(shape),
         policy_(policy),
         seed_(seed),
@@ -110,7 +110,7 @@ class Sim {
           FinishStep(e.worker);
           break;
         case EvType::kDeliver:
-          if (index_.ApplyBatch(e.worker, *e.batch) == router::KvIndex::Applied::kNeedsSnapshot) {
+          if (index_.ApplyBatch(e.worker, *e.batch) == routing::KvIndex::Applied::kNeedsSnapshot) {
             index_.ApplySnapshot(e.worker, workers_[e.worker].events->Snapshot());
           }
           break;
@@ -152,18 +152,18 @@ class Sim {
     for (size_t i = 0; i < workers_.size(); ++i) {
       const Worker& wk = workers_[i];
       views_[i] = {.id = static_cast<WorkerId>(i),
-                   .role = router::WorkerRole::kColocated,
+                   .role = routing::WorkerRole::kColocated,
                    .running = wk.in_flight,
                    .queued_prefill_tokens = wk.queued_tokens,
                    .kv_blocks_total = wk.blocks->num_blocks(),
                    .kv_blocks_used = wk.blocks->num_in_use()};
     }
     const int64_t prompt = static_cast<int64_t>(r->p.tokens.size());
-    router::PlacementRequest pr{.block_hashes = r->hashes, .prompt_tokens = prompt, .now = Now()};
-    const router::PoolView pool{
+    routing::PlacementRequest pr{.block_hashes = r->hashes, .prompt_tokens = prompt, .now = Now()};
+    const routing::PoolView pool{
         .workers = views_, .index = &index_, .block_size = shape_.block_size};
     const auto t0 = std::chrono::steady_clock::now();
-    absl::StatusOr<router::Placement> placed = policy_->Place(pr, pool);
+    absl::StatusOr<routing::Placement> placed = policy_->Place(pr, pool);
     decide_us_.push_back(
         std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - t0).count());
     BATON_CHECK(placed.ok());
@@ -347,12 +347,12 @@ class Sim {
   }
 
   const ClusterShape shape_;
-  router::RoutingPolicy* policy_;
+  routing::RoutingPolicy* policy_;
   const uint64_t seed_;
-  router::KvIndex index_;
+  routing::KvIndex index_;
   const BlockHash root_;
   std::vector<Worker> workers_;
-  std::vector<router::WorkerView> views_;
+  std::vector<routing::WorkerView> views_;
   std::priority_queue<Ev, std::vector<Ev>, Later> queue_;
   std::vector<std::unique_ptr<Req>> reqs_;
   std::vector<double> decide_us_;
@@ -366,7 +366,7 @@ class Sim {
 }  // namespace
 
 SimResult RunCluster(const ClusterShape& shape, const std::vector<SimPrompt>& prompts,
-                     int max_turns, router::RoutingPolicy* policy, uint64_t seed) {
+                     int max_turns, routing::RoutingPolicy* policy, uint64_t seed) {
   Sim sim(shape, policy, seed);
   return sim.Run(prompts, max_turns);
 }

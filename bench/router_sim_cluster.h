@@ -60,6 +60,6 @@ struct SimResult {
 
 // Replays `prompts` (plus chat follow-ups) through `policy`. Deterministic for a seed.
 SimResult RunCluster(const ClusterShape& shape, const std::vector<SimPrompt>& prompts,
-                     int max_turns, router::RoutingPolicy* policy, uint64_t seed);
+                     int max_turns, routing::RoutingPolicy* policy, uint64_t seed);
 
 }  // namespace baton::bench

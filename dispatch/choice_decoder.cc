@@ -6,7 +6,7 @@
 #include "absl/strings/numbers.h"
 #include "common/strings.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 namespace pb = ::baton::internal::v1;
 
@@ -93,4 +93,4 @@ absl::StatusOr<bool> ChoiceDecoder::Process(const pb::GenerateResponse& msg, Cho
   return !out->token_ids.empty() || !out->text.empty() || out->finished;
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

@@ -19,7 +19,7 @@
 #include "tokenizer/text_stream.h"
 #include "tokenizer/tokenizer.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 class ChoiceDecoder {
  public:
@@ -50,4 +50,4 @@ class ChoiceDecoder {
   double time_to_first_token_seconds_ = 0;
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

@@ -2,7 +2,7 @@
 
 #include <algorithm>
 
-namespace baton::router {
+namespace baton::dispatch {
 namespace {
 
 void Run(grpc::CompletionQueue* cq) {
@@ -62,4 +62,4 @@ void CompletionLoops::Shutdown() {
   }
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

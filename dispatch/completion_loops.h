@@ -22,7 +22,7 @@
 #include "grpcpp/completion_queue.h"
 #include "grpcpp/server_builder.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 // What a loop calls when an operation completes: the tag passed to gRPC.
 class LoopTag {
@@ -77,4 +77,4 @@ class CompletionLoops {
   bool shut_down_ = false;
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

@@ -4,7 +4,7 @@
 
 #include "common/status.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 namespace pb = ::baton::internal::v1;
 
@@ -204,4 +204,4 @@ bool Generation::Next(ChoiceDelta* out) {
   return true;
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

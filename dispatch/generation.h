@@ -42,7 +42,7 @@
 #include "dispatch/worker_pool.h"
 #include "tokenizer/tokenizer.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 struct GenerationCallbacks {
   // Never concurrent with itself. It must not block: it runs on a loop's thread, which
@@ -126,4 +126,4 @@ class Generation {
   bool pull_done_ = false;
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

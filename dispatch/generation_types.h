@@ -11,7 +11,7 @@
 
 #include "baton/internal/v1/worker.pb.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 // The prefill leg of a split request (docs/disaggregation.md), as the router saw it.
 struct PrefillTimings {
@@ -69,4 +69,4 @@ struct ChoiceDelta {
   PrefillTimings prefill;  // zeros unless the choice was prefilled on another worker
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

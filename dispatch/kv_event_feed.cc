@@ -6,12 +6,12 @@
 #include "baton/internal/v1/kv_events.grpc.pb.h"
 #include "kvcache/kv_event_proto.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 namespace pb = ::baton::internal::v1;
 
 struct KvEventFeed::Follower {
-  WorkerId id = 0;
+  routing::WorkerId id = 0;
   WorkerClient* worker = nullptr;
   std::unique_ptr<pb::KvEvents::Stub> stub;
   std::mutex mu;  // guards ctx against Stop's TryCancel
@@ -19,7 +19,7 @@ struct KvEventFeed::Follower {
   std::thread thread;
 };
 
-KvEventFeed::KvEventFeed(KvIndex* index, RouterMetrics* metrics)
+KvEventFeed::KvEventFeed(routing::KvIndex* index, RouterMetrics* metrics)
     : index_(index), metrics_(metrics) {}
 
 KvEventFeed::~KvEventFeed() {
@@ -35,7 +35,7 @@ KvEventFeed::~KvEventFeed() {
   for (auto& f : followers_) f->thread.join();
 }
 
-void KvEventFeed::Add(WorkerId id, WorkerClient* worker) {
+void KvEventFeed::Add(routing::WorkerId id, WorkerClient* worker) {
   auto f = std::make_unique<Follower>();
   f->id = id;
   f->worker = worker;
@@ -109,7 +109,7 @@ void KvEventFeed::Session(Follower* f) {
             static_cast<double>(absl::ToUnixMicros(absl::Now()) - batch->published_unix_micros) /
             1e6);
       }
-      if (index_->ApplyBatch(f->id, *batch) == KvIndex::Applied::kNeedsSnapshot) {
+      if (index_->ApplyBatch(f->id, *batch) == routing::KvIndex::Applied::kNeedsSnapshot) {
         if (metrics_ != nullptr) metrics_->CountKvEventGap(f->worker->target());
         if (!Snapshot(f)) break;
       }
@@ -121,4 +121,4 @@ void KvEventFeed::Session(Follower* f) {
   f->ctx = nullptr;
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

@@ -21,15 +21,15 @@
 #include "grpcpp/grpcpp.h"
 #include "routing/kv_index.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 class KvEventFeed {
  public:
   // `metrics` may be null; both must outlive the feed.
-  KvEventFeed(KvIndex* index, RouterMetrics* metrics);
+  KvEventFeed(routing::KvIndex* index, RouterMetrics* metrics);
   ~KvEventFeed();
 
-  void Add(WorkerId id, WorkerClient* worker);
+  void Add(routing::WorkerId id, WorkerClient* worker);
 
  private:
   struct Follower;
@@ -39,7 +39,7 @@ class KvEventFeed {
   bool Snapshot(Follower* f);
   bool Sleep(absl::Duration d);  // false when stopping
 
-  KvIndex* index_;
+  routing::KvIndex* index_;
   RouterMetrics* metrics_;
   std::mutex mu_;
   std::condition_variable cv_;
@@ -47,4 +47,4 @@ class KvEventFeed {
   std::vector<std::unique_ptr<Follower>> followers_;
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

@@ -9,7 +9,7 @@
 #include "common/strings.h"
 #include "dispatch/completion_loops.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 namespace pb = ::baton::internal::v1;
 
@@ -109,4 +109,4 @@ void RecordPrefill(const Route& route, const grpc::Status& status,
   m->ObservePrefillPhase("exposed_transfer", response.exposed_transfer_seconds());
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

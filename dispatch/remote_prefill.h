@@ -10,7 +10,7 @@
 #include "dispatch/worker_pool.h"
 #include "grpcpp/grpcpp.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 // The transfer id of attempt `attempt` of a leg: unique per attempt, so that a slow
 // earlier attempt can never complete a later reservation.
@@ -58,4 +58,4 @@ void AddPrefillCall(const grpc::Status& status,
 void RecordPrefill(const Route& route, const grpc::Status& status,
                    const baton::internal::v1::PrefillResponse& response, const AfterPrefill& next);
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

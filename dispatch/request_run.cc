@@ -5,7 +5,7 @@
 #include "common/strings.h"
 #include "dispatch/remote_prefill.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 namespace pb = ::baton::internal::v1;
 using Clock = std::chrono::steady_clock;
@@ -283,4 +283,4 @@ void RequestRun::End(absl::Status status) {
   if (on_done) on_done(status);
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

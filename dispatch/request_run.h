@@ -42,7 +42,7 @@
 #include "grpcpp/alarm.h"
 #include "grpcpp/grpcpp.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 // The worker's request for choice `choice` of `request` (the router keeps the stop
 // strings; a seed moves by the choice index so that the choices differ).
@@ -161,4 +161,4 @@ class RequestRun {
   Step finish_step_{this, &RequestRun::OnDecodeFinish};
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

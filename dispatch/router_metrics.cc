@@ -2,7 +2,7 @@
 
 #include "service/metrics.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 namespace {
 
 // Token gaps are short: 0.5 ms to 2.5 s.
@@ -165,4 +165,4 @@ void RouterMetrics::AddTokens(int64_t prompt, int64_t cached, int64_t completion
   completion_tokens_.Increment(static_cast<double>(completion));
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

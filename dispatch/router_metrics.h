@@ -12,7 +12,7 @@
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 class RouterMetrics {
  public:
@@ -80,4 +80,4 @@ class RouterMetrics {
   prometheus::Counter& reroutes_;
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

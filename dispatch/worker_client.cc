@@ -7,7 +7,7 @@
 #include "service/grpc_channel.h"
 #include "service/grpc_status.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 namespace {
 
 namespace pb = ::baton::internal::v1;
@@ -65,4 +65,4 @@ absl::Status WorkerClient::CheckHealth(absl::Duration timeout) {
   return absl::OkStatus();
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

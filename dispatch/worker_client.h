@@ -16,7 +16,7 @@
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 class WorkerClient {
  public:
@@ -42,4 +42,4 @@ class WorkerClient {
   std::unique_ptr<grpc::health::v1::Health::Stub> health_;
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

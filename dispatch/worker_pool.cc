@@ -15,7 +15,7 @@
 #include "dispatch/kv_event_feed.h"
 #include "kvcache/block_hash.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 namespace {
 
 std::vector<std::string> SplitList(std::string_view list) {
@@ -95,15 +95,16 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::string_view 
   pool->options_ = options;
   pool->failover_ = options.failover;
   pool->metrics_ = metrics;
-  BATON_ASSIGN_OR_RETURN(pool->policy_, MakeRoutingPolicy(options.policy, options.cost));
-  pool->index_ = std::make_unique<KvIndex>(options.approximate_ttl);
-  pool->slots_ = std::make_unique<std::unique_ptr<Slot>[]>(kMaxIndexedWorkers);
-  BATON_RETURN_IF_ERROR(pool->AddEntries(colocated, WorkerRole::kColocated));
-  BATON_RETURN_IF_ERROR(pool->AddEntries(decode, WorkerRole::kDecode));
-  BATON_RETURN_IF_ERROR(pool->AddEntries(prefill, WorkerRole::kPrefill));
+  BATON_ASSIGN_OR_RETURN(pool->policy_, routing::MakeRoutingPolicy(options.policy, options.cost));
+  pool->index_ = std::make_unique<routing::KvIndex>(options.approximate_ttl);
+  pool->slots_ = std::make_unique<std::unique_ptr<Slot>[]>(routing::kMaxIndexedWorkers);
+  BATON_RETURN_IF_ERROR(pool->AddEntries(colocated, routing::WorkerRole::kColocated));
+  BATON_RETURN_IF_ERROR(pool->AddEntries(decode, routing::WorkerRole::kDecode));
+  BATON_RETURN_IF_ERROR(pool->AddEntries(prefill, routing::WorkerRole::kPrefill));
   bool serving = false;
-  for (const Source& src : pool->sources_) serving |= src.role != WorkerRole::kPrefill;
-  for (size_t i = 0; i < pool->size(); ++i) serving |= pool->state(i).role != WorkerRole::kPrefill;
+  for (const Source& src : pool->sources_) serving |= src.role != routing::WorkerRole::kPrefill;
+  for (size_t i = 0; i < pool->size(); ++i)
+    serving |= pool->state(i).role != routing::WorkerRole::kPrefill;
   if (!serving) {  // checked before resolving: this is the flags' mistake, not DNS's
     return absl::InvalidArgumentError(
         "no worker to serve from: give --worker (colocated) or --decode-worker (with "
@@ -118,12 +119,12 @@ absl::StatusOr<std::unique_ptr<WorkerPool>> WorkerPool::Create(std::string_view 
   return pool;
 }
 
-absl::Status WorkerPool::AddEntries(std::string_view list, WorkerRole role) {
+absl::Status WorkerPool::AddEntries(std::string_view list, routing::WorkerRole role) {
   for (const std::string& entry : SplitList(list)) {
     if (entry.rfind("dns:", 0) != 0) {
-      if (Add(entry, role, -1) == kNoWorker) {
+      if (Add(entry, role, -1) == routing::kNoWorker) {
         return absl::InvalidArgumentError(
-            StrCat("too many workers; a router serves at most ", kMaxIndexedWorkers));
+            StrCat("too many workers; a router serves at most ", routing::kMaxIndexedWorkers));
       }
       continue;
     }
@@ -140,17 +141,17 @@ absl::Status WorkerPool::AddEntries(std::string_view list, WorkerRole role) {
   return absl::OkStatus();
 }
 
-WorkerId WorkerPool::Add(const std::string& target, WorkerRole role, int source) {
+routing::WorkerId WorkerPool::Add(const std::string& target, routing::WorkerRole role, int source) {
   const size_t n = count_.load(std::memory_order_relaxed);
-  if (n >= static_cast<size_t>(kMaxIndexedWorkers)) return kNoWorker;
+  if (n >= static_cast<size_t>(routing::kMaxIndexedWorkers)) return routing::kNoWorker;
   auto slot = std::make_unique<Slot>();
   slot->client = std::make_unique<WorkerClient>(target);
   slot->state.role = role;
   slot->source = source;
   slots_[n] = std::move(slot);
   count_.store(n + 1, std::memory_order_release);  // publishes the slot to readers
-  if (feed_ != nullptr) feed_->Add(static_cast<WorkerId>(n), slots_[n]->client.get());
-  return static_cast<WorkerId>(n);
+  if (feed_ != nullptr) feed_->Add(static_cast<routing::WorkerId>(n), slots_[n]->client.get());
+  return static_cast<routing::WorkerId>(n);
 }
 
 void WorkerPool::Refresh() {
@@ -167,7 +168,7 @@ void WorkerPool::Refresh() {
       if (state(i).gone.exchange(!listed) != !listed) {
         std::fprintf(stderr, "baton-router: worker %s %s %s\n", client(i)->target().c_str(),
                      listed ? "is listed again by" : "left", src.host.c_str());
-        if (!listed) index_->ForgetWorker(static_cast<WorkerId>(i));
+        if (!listed) index_->ForgetWorker(static_cast<routing::WorkerId>(i));
       }
     }
     for (const std::string& t : now) {
@@ -176,9 +177,9 @@ void WorkerPool::Refresh() {
         known = slots_[i]->source == static_cast<int>(s) && client(i)->target() == t;
       }
       if (known) continue;
-      if (Add(t, src.role, static_cast<int>(s)) == kNoWorker) {
+      if (Add(t, src.role, static_cast<int>(s)) == routing::kNoWorker) {
         std::fprintf(stderr, "baton-router: %s lists more workers than the %d a router serves\n",
-                     src.host.c_str(), kMaxIndexedWorkers);
+                     src.host.c_str(), routing::kMaxIndexedWorkers);
         break;
       }
       std::fprintf(stderr, "baton-router: worker %s joined from %s\n", t.c_str(), src.host.c_str());
@@ -201,7 +202,7 @@ void WorkerPool::Start(std::string model_id, int64_t block_size) {
   block_size_ = block_size;
   if (options_.kv_events) {
     feed_ = std::make_unique<KvEventFeed>(index_.get(), metrics_);
-    for (size_t i = 0; i < size(); ++i) feed_->Add(static_cast<WorkerId>(i), client(i));
+    for (size_t i = 0; i < size(); ++i) feed_->Add(static_cast<routing::WorkerId>(i), client(i));
   }
   PollOnce();
   poller_ = std::thread([this] { PollLoop(); });
@@ -285,18 +286,18 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
         {.model = model_id_, .adapter = "", .cache_salt = std::string(cache_salt)}, block_size_);
     hashes = kvcache::HashFullBlocks(root, prompt_ids, block_size_);
   }
-  std::vector<WorkerView> views;
+  std::vector<routing::WorkerView> views;
   views.reserve(size());
   bool at_limit = false;
   for (size_t i = 0; i < size(); ++i) {
     const State& st = state(i);
     if (!st.healthy.load() || st.gone.load()) continue;
-    if (options_.max_inflight_per_worker > 0 && st.role != WorkerRole::kPrefill &&
+    if (options_.max_inflight_per_worker > 0 && st.role != routing::WorkerRole::kPrefill &&
         st.in_flight.load() >= options_.max_inflight_per_worker) {
       at_limit = true;
       continue;
     }
-    views.push_back({.id = static_cast<WorkerId>(i),
+    views.push_back({.id = static_cast<routing::WorkerId>(i),
                      .role = st.role,
                      .running = st.in_flight.load(),
                      .queued_prefill_tokens = st.queued_tokens.load(),
@@ -305,28 +306,28 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
   }
   const absl::Time now = absl::Now();
   if (!options_.kv_events) index_->Expire(now);
-  const PlacementRequest request{.block_hashes = hashes,
-                                 .prompt_tokens = static_cast<int64_t>(prompt_ids.size()),
-                                 .session = SessionKey(session),
-                                 .now = now};
-  absl::StatusOr<Placement> placed =
-      policy_->Place(request, PoolView{.workers = views,
-                                       .index = index_.get(),
-                                       .block_size = block_size_ > 0 ? block_size_ : 16});
+  const routing::PlacementRequest request{.block_hashes = hashes,
+                                          .prompt_tokens = static_cast<int64_t>(prompt_ids.size()),
+                                          .session = SessionKey(session),
+                                          .now = now};
+  absl::StatusOr<routing::Placement> placed =
+      policy_->Place(request, routing::PoolView{.workers = views,
+                                                .index = index_.get(),
+                                                .block_size = block_size_ > 0 ? block_size_ : 16});
   if (!placed.ok() && at_limit) {
     return absl::ResourceExhaustedError(
         StrCat("every worker has --max-inflight-per-worker=", options_.max_inflight_per_worker,
                " requests in flight; retry after a second, or add workers"));
   }
   BATON_RETURN_IF_ERROR(placed.status());
-  Placement p = *placed;
-  if (p.prefill != kNoWorker && options_.max_local_prefill_tokens > 0 &&
+  routing::Placement p = *placed;
+  if (p.prefill != routing::kNoWorker && options_.max_local_prefill_tokens > 0 &&
       static_cast<int64_t>(prompt_ids.size()) <= options_.max_local_prefill_tokens) {
-    p.prefill = kNoWorker;  // the decode worker computes it (Route.prefill stays null)
+    p.prefill = routing::kNoWorker;  // the decode worker computes it (Route.prefill stays null)
   }
   Route route(client(p.decode));
-  const WorkerId computing = p.prefill != kNoWorker ? p.prefill : p.decode;
-  if (p.prefill != kNoWorker) {
+  const routing::WorkerId computing = p.prefill != routing::kNoWorker ? p.prefill : p.decode;
+  if (p.prefill != routing::kNoWorker) {
     route.prefill = client(p.prefill);
     route.pool = this;
   }
@@ -351,7 +352,7 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
 WorkerClient* WorkerPool::OtherPrefill(const WorkerClient* failed) const {
   for (size_t i = 0; i < size(); ++i) {
     WorkerClient* w = client(i);
-    if (w != failed && state(i).role == WorkerRole::kPrefill && state(i).healthy.load()) {
+    if (w != failed && state(i).role == routing::WorkerRole::kPrefill && state(i).healthy.load()) {
       return w;
     }
   }
@@ -360,7 +361,7 @@ WorkerClient* WorkerPool::OtherPrefill(const WorkerClient* failed) const {
 
 WorkerClient* WorkerPool::primary() const {
   for (size_t i = 0; i < size(); ++i) {
-    if (state(i).role != WorkerRole::kPrefill) return client(i);
+    if (state(i).role != routing::WorkerRole::kPrefill) return client(i);
   }
   return nullptr;
 }
@@ -377,7 +378,8 @@ absl::StatusOr<Route> RerouteAfterFailure(const Route& failed, std::span<const i
   return next;
 }
 
-RouteLoad::RouteLoad(WorkerPool* pool, WorkerId serving, WorkerId computing, int64_t queued_tokens)
+RouteLoad::RouteLoad(WorkerPool* pool, routing::WorkerId serving, routing::WorkerId computing,
+                     int64_t queued_tokens)
     : pool_(pool), serving_(serving), computing_(computing), queued_(queued_tokens) {
   pool_->state(serving_).in_flight.fetch_add(1);
   pool_->state(computing_).queued_tokens.fetch_add(queued_);
@@ -392,4 +394,4 @@ void RouteLoad::PromptDone() {
   if (!prompt_done_.exchange(true)) pool_->state(computing_).queued_tokens.fetch_sub(queued_);
 }
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

@@ -29,7 +29,7 @@
 #include "routing/kv_index.h"
 #include "routing/routing_policy.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 
 // What the router does when a Prefill call fails for a reason another worker might not
 // have (the prefill worker died, the transfer broke).
@@ -49,7 +49,8 @@ class KvEventFeed;
 // uncached prompt tokens queued on the worker computing them until PromptDone.
 class RouteLoad {
  public:
-  RouteLoad(WorkerPool* pool, WorkerId serving, WorkerId computing, int64_t queued_tokens);
+  RouteLoad(WorkerPool* pool, routing::WorkerId serving, routing::WorkerId computing,
+            int64_t queued_tokens);
   ~RouteLoad();
   RouteLoad(const RouteLoad&) = delete;
   RouteLoad& operator=(const RouteLoad&) = delete;
@@ -59,7 +60,7 @@ class RouteLoad {
 
  private:
   WorkerPool* pool_;
-  WorkerId serving_, computing_;
+  routing::WorkerId serving_, computing_;
   int64_t queued_;
   std::atomic<bool> prompt_done_{false};
 };
@@ -86,7 +87,7 @@ struct Route {
 struct PoolOptions {
   PrefillFailover failover = PrefillFailover::kRetry;
   std::string policy = "baton";  // RoutingPolicyNames()
-  CostModel cost;
+  routing::CostModel cost;
   // Follow the workers' KV event streams; off: the index remembers what it sent where.
   bool kv_events = true;
   absl::Duration approximate_ttl = absl::Minutes(2);
@@ -154,13 +155,13 @@ class WorkerPool {
   // or decode worker.
   WorkerClient* primary() const;
   RouterMetrics* metrics() const { return metrics_; }
-  const KvIndex& index() const { return *index_; }
+  const routing::KvIndex& index() const { return *index_; }
   std::string_view policy_name() const { return policy_->name(); }
   // The workers the pool knows now (those that left a DNS name stay, marked gone).
   size_t size() const { return count_.load(std::memory_order_acquire); }
-  const std::string& target(WorkerId id) const { return slots_[id]->client->target(); }
-  bool healthy(WorkerId id) const { return slots_[id]->state.healthy.load(); }
-  bool gone(WorkerId id) const { return slots_[id]->state.gone.load(); }
+  const std::string& target(routing::WorkerId id) const { return slots_[id]->client->target(); }
+  bool healthy(routing::WorkerId id) const { return slots_[id]->state.healthy.load(); }
+  bool gone(routing::WorkerId id) const { return slots_[id]->state.gone.load(); }
   // Resolves the dns: entries again now (the poller does it every dns_interval).
   void Refresh();
   // Marks a worker down now (a request failed against it); the poller re-admits it.
@@ -170,7 +171,7 @@ class WorkerPool {
   friend class RouteLoad;
   // The router's live view of one worker.
   struct State {
-    WorkerRole role = WorkerRole::kColocated;
+    routing::WorkerRole role = routing::WorkerRole::kColocated;
     std::atomic<bool> healthy{true};         // until the first poll says otherwise
     std::atomic<int64_t> down_until_ns{0};   // MarkDown: not re-admitted before this
     std::atomic<bool> model_checked{false};  // GetModelInfo matched the pool's model
@@ -188,16 +189,16 @@ class WorkerPool {
   };
   // One comma-separated entry: a fixed address or a DNS name.
   struct Source {
-    WorkerRole role = WorkerRole::kColocated;
+    routing::WorkerRole role = routing::WorkerRole::kColocated;
     std::string host;  // dns: entries
     int port = 0;
   };
 
   WorkerPool() = default;
-  absl::Status AddEntries(std::string_view list, WorkerRole role);
+  absl::Status AddEntries(std::string_view list, routing::WorkerRole role);
   // Appends a worker; slots are never moved or freed while the pool lives, so readers
   // index [0, size()) without a lock. Only the constructor and Refresh call it.
-  WorkerId Add(const std::string& target, WorkerRole role, int source);
+  routing::WorkerId Add(const std::string& target, routing::WorkerRole role, int source);
   State& state(size_t i) const { return slots_[i]->state; }
   WorkerClient* client(size_t i) const { return slots_[i]->client.get(); }
   void PollLoop();
@@ -213,8 +214,8 @@ class WorkerPool {
   PrefillFailover failover_ = PrefillFailover::kRetry;
   PoolOptions options_;
   RouterMetrics* metrics_ = nullptr;
-  std::unique_ptr<RoutingPolicy> policy_;
-  std::unique_ptr<KvIndex> index_;
+  std::unique_ptr<routing::RoutingPolicy> policy_;
+  std::unique_ptr<routing::KvIndex> index_;
   std::string model_id_;
   int64_t block_size_ = 0;
   std::unique_ptr<KvEventFeed> feed_;
@@ -224,4 +225,4 @@ class WorkerPool {
   std::thread poller_;
 };
 
-}  // namespace baton::router
+}  // namespace baton::dispatch

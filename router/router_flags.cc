@@ -63,7 +63,7 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "Where requests go: baton (cache-aware cost, the default), round_robin, "
                   "least_loaded, power_of_two, sglang_cache_aware (docs/routing.md)")
       ->envname("BATON_POLICY")
-      ->check(CLI::IsMember(RoutingPolicyNames()));
+      ->check(CLI::IsMember(routing::RoutingPolicyNames()));
   cmd->add_flag("--no-kv-events", f->no_kv_events,
                 "Do not follow the workers' KV event streams; the KV index then remembers what "
                 "it sent where (approximate)")
@@ -135,7 +135,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.prefill_workers = f.prefill_workers;
   o.decode_workers = f.decode_workers;
   if (o.worker.empty() && o.decode_workers.empty()) o.worker = "127.0.0.1:50061";
-  BATON_ASSIGN_OR_RETURN(o.pool.failover, ParsePrefillFailover(f.prefill_failover));
+  BATON_ASSIGN_OR_RETURN(o.pool.failover, dispatch::ParsePrefillFailover(f.prefill_failover));
   o.pool.policy = f.policy;
   o.pool.kv_events = !f.no_kv_events;
   o.pool.approximate_ttl = absl::Seconds(f.approximate_ttl_seconds);

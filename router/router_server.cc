@@ -17,24 +17,25 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   std::unique_ptr<RouterServer> r(new RouterServer());
   r->options_ = options;
   BATON_ASSIGN_OR_RETURN(
-      r->pool_, WorkerPool::Create(options.worker, options.prefill_workers, options.decode_workers,
-                                   options.pool, &r->metrics_));
-  BATON_ASSIGN_OR_RETURN(r->model_, ServedModel::Load(options.tokenizer, options.served_model_name,
+      r->pool_, dispatch::WorkerPool::Create(options.worker, options.prefill_workers,
+                                             options.decode_workers, options.pool, &r->metrics_));
+  BATON_ASSIGN_OR_RETURN(r->model_,
+                         frontdoor::ServedModel::Load(options.tokenizer, options.served_model_name,
                                                       r->pool_->primary(), options.worker_wait));
   r->pool_->Start(r->model_->worker_info().model_id(), r->model_->worker_info().block_size());
   r->watcher_ = std::make_unique<service::CancelWatcher>();
-  r->request_log_ = std::make_unique<RequestLog>(options.log_requests);
+  r->request_log_ = std::make_unique<frontdoor::RequestLog>(options.log_requests);
 
   // The loops come first: the HTTP API's worker streams run on them too.
   if (options.grpc_port >= 0) {
-    GrpcApiContext grpc_context;
+    frontdoor::GrpcApiContext grpc_context;
     grpc_context.model = r->model_.get();
     grpc_context.pool = r->pool_.get();
     grpc_context.metrics = &r->metrics_;
     grpc_context.limits = options.limits;
     grpc_context.api_key = options.api_key;
     grpc_context.request_log = r->request_log_.get();
-    r->grpc_api_ = std::make_unique<GrpcApi>(grpc_context);
+    r->grpc_api_ = std::make_unique<frontdoor::GrpcApi>(grpc_context);
     r->health_ =
         std::make_unique<service::HealthService>(std::vector<std::string>{"", "baton.v1.Baton"});
     // Ours instead (service/health_service.h): gRPC's is a callback service.
@@ -45,7 +46,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &r->grpc_port_);
     r->grpc_api_->Register(builder);
     builder.RegisterService(r->health_.get());
-    r->loops_ = CompletionLoops::AddTo(builder, options.grpc_threads);
+    r->loops_ = dispatch::CompletionLoops::AddTo(builder, options.grpc_threads);
     // Requests are bounded by the HTTP body limit; gRPC gets the same bound.
     builder.SetMaxReceiveMessageSize(static_cast<int>(options.http.max_body_bytes));
     r->grpc_ = builder.BuildAndStart();
@@ -56,10 +57,10 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     r->loops_->Start();
     r->grpc_api_->Start(r->loops_.get());
   } else {
-    r->loops_ = CompletionLoops::Create(options.grpc_threads);
+    r->loops_ = dispatch::CompletionLoops::Create(options.grpc_threads);
   }
 
-  OpenAiServerContext http_context;
+  frontdoor::OpenAiServerContext http_context;
   http_context.model = r->model_.get();
   http_context.pool = r->pool_.get();
   http_context.metrics = &r->metrics_;

@@ -33,7 +33,7 @@ struct RouterOptions {
   std::string worker = "127.0.0.1:50061";
   std::string prefill_workers;
   std::string decode_workers;
-  PoolOptions pool;               // placement policy, KV index, failover, health polls
+  dispatch::PoolOptions pool;     // placement policy, KV index, failover, health polls
   std::string tokenizer;          // model directory, .gguf or tokenizer.json
   std::string served_model_name;  // empty: the worker's model id
   std::string host = "127.0.0.1";
@@ -43,7 +43,7 @@ struct RouterOptions {
   // Generate, and the worker streams of HTTP requests (dispatch/completion_loops.h).
   int grpc_threads = 1;
   std::string api_key;  // empty: no authentication
-  ProtocolLimits limits;
+  frontdoor::ProtocolLimits limits;
   service::HttpServerOptions http;                 // host and port come from above
   absl::Duration worker_wait = absl::Seconds(60);  // for the worker to answer at start-up
   bool log_requests = false;  // one JSON line per request on stdout (RequestLog)
@@ -56,8 +56,8 @@ class RouterServer {
 
   int http_port() const;
   int grpc_port() const { return grpc_port_; }
-  const ServedModel& model() const { return *model_; }
-  RouterMetrics& metrics() { return metrics_; }
+  const frontdoor::ServedModel& model() const { return *model_; }
+  dispatch::RouterMetrics& metrics() { return metrics_; }
 
   // Stops accepting, gives open requests `grace` to finish, then cancels them.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
@@ -66,15 +66,15 @@ class RouterServer {
   RouterServer() = default;
 
   RouterOptions options_;
-  RouterMetrics metrics_;
-  std::unique_ptr<WorkerPool> pool_;
-  std::unique_ptr<ServedModel> model_;
+  dispatch::RouterMetrics metrics_;
+  std::unique_ptr<dispatch::WorkerPool> pool_;
+  std::unique_ptr<frontdoor::ServedModel> model_;
   std::unique_ptr<service::CancelWatcher> watcher_;
-  std::unique_ptr<RequestLog> request_log_;
-  std::unique_ptr<CompletionLoops> loops_;  // outlives the calls of both servers
+  std::unique_ptr<frontdoor::RequestLog> request_log_;
+  std::unique_ptr<dispatch::CompletionLoops> loops_;  // outlives the calls of both servers
   std::unique_ptr<service::HttpServer> http_;
   std::unique_ptr<service::HealthService> health_;
-  std::unique_ptr<GrpcApi> grpc_api_;  // before grpc_: the server goes first
+  std::unique_ptr<frontdoor::GrpcApi> grpc_api_;  // before grpc_: the server goes first
   std::unique_ptr<grpc::Server> grpc_;
   int grpc_port_ = -1;
 };

@@ -20,7 +20,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "routing/routing_policy.h"
 
-namespace baton::router {
+namespace baton::routing {
 namespace {
 
 using policy_util::Sides;
@@ -210,4 +210,4 @@ std::unique_ptr<RoutingPolicy> NewCostPolicy(const CostModel& cost) {
   return std::make_unique<LockedCostPolicy>(cost);
 }
 
-}  // namespace baton::router
+}  // namespace baton::routing

@@ -5,7 +5,7 @@
 
 #include "common/check.h"
 
-namespace baton::router {
+namespace baton::routing {
 
 KvIndex::KvIndex(absl::Duration ttl, int64_t max_blocks_per_worker)
     : ttl_ns_(ttl == absl::InfiniteDuration() ? kForever : absl::ToInt64Nanoseconds(ttl)),
@@ -228,4 +228,4 @@ int64_t KvIndex::MemoryBytes() const {
   return bytes;
 }
 
-}  // namespace baton::router
+}  // namespace baton::routing

@@ -33,7 +33,7 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/kv_events.h"
 
-namespace baton::router {
+namespace baton::routing {
 
 // A worker's slot in the index: small and dense (the registry's order).
 using WorkerId = int32_t;
@@ -125,4 +125,4 @@ class KvIndex {
   std::deque<Due> due_;  // approximate entries in expiry order (the TTL is fixed)
 };
 
-}  // namespace baton::router
+}  // namespace baton::routing

@@ -5,7 +5,7 @@
 #include "absl/strings/str_join.h"
 #include "common/strings.h"
 
-namespace baton::router {
+namespace baton::routing {
 namespace policy_util {
 
 Sides SplitPool(const PoolView& pool) {
@@ -67,4 +67,4 @@ absl::StatusOr<std::unique_ptr<RoutingPolicy>> MakeRoutingPolicy(std::string_vie
                                            absl::StrJoin(RoutingPolicyNames(), ", ")));
 }
 
-}  // namespace baton::router
+}  // namespace baton::routing

@@ -21,7 +21,7 @@
 #include "kvcache/block_hash.h"
 #include "routing/kv_index.h"
 
-namespace baton::router {
+namespace baton::routing {
 
 enum class WorkerRole { kColocated, kPrefill, kDecode };
 
@@ -151,4 +151,4 @@ absl::Status NoWorker();
 
 }  // namespace policy_util
 
-}  // namespace baton::router
+}  // namespace baton::routing

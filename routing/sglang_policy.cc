@@ -21,7 +21,7 @@
 
 #include "routing/routing_policy.h"
 
-namespace baton::router {
+namespace baton::routing {
 namespace {
 
 using policy_util::Sides;
@@ -88,4 +88,4 @@ std::unique_ptr<RoutingPolicy> NewSglangPolicy(const SglangParams& params) {
   return std::make_unique<SglangPolicy>(params);
 }
 
-}  // namespace baton::router
+}  // namespace baton::routing

@@ -6,7 +6,7 @@
 
 #include "routing/routing_policy.h"
 
-namespace baton::router {
+namespace baton::routing {
 namespace {
 
 using policy_util::Sides;
@@ -98,4 +98,4 @@ std::unique_ptr<RoutingPolicy> NewPowerOfTwoPolicy(uint64_t seed) {
   return std::make_unique<PowerOfTwoPolicy>(seed);
 }
 
-}  // namespace baton::router
+}  // namespace baton::routing

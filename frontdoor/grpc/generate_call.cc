@@ -13,7 +13,7 @@
 #include "frontdoor/openai/request_builder.h"
 #include "service/grpc_status.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 namespace {
 
 namespace pb = ::baton::v1;
@@ -23,15 +23,15 @@ using Clock = std::chrono::steady_clock;
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
 
 // Appends a delta to the message being gathered for the client.
-void Append(const ChoiceDelta& d, pb::GenerateResponse* out) {
+void Append(const dispatch::ChoiceDelta& d, pb::GenerateResponse* out) {
   out->mutable_token_ids()->Add(d.token_ids.begin(), d.token_ids.end());
   out->mutable_text()->append(d.text);
-  for (const TokenLogprob& lp : d.logprobs) {
+  for (const dispatch::TokenLogprob& lp : d.logprobs) {
     pb::TokenLogprob* o = out->add_logprobs();
     o->set_token_id(lp.token_id);
     o->set_token(lp.token);
     o->set_logprob(lp.logprob);
-    for (const TopLogprob& t : lp.top) {
+    for (const dispatch::TopLogprob& t : lp.top) {
       pb::TopLogprob* top = o->add_top();
       top->set_token_id(t.token_id);
       top->set_token(t.token);
@@ -81,7 +81,7 @@ class GenerateCall {
       Advance();
       return;
     }
-    absl::StatusOr<Route> route = c_.pool->Pick(
+    absl::StatusOr<dispatch::Route> route = c_.pool->Pick(
         std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
         wire_.cache_salt(), run_options_.session);
     if (!route.ok()) {
@@ -93,10 +93,10 @@ class GenerateCall {
     record_.policy = route->policy;
     record_.expected_cached_tokens = route->expected_cached_tokens;
     record_.timings.route_seconds = route->route_seconds;
-    run_ = RequestRun::Start(cq_, *std::move(route), std::move(wire_), *std::move(decoder_),
-                             std::move(run_options_),
-                             {.on_delta = [this](const ChoiceDelta& d) { Deliver(d); },
-                              .on_done = [this](const absl::Status& s) { OnRunDone(s); }});
+    run_ = dispatch::RequestRun::Start(
+        cq_, *std::move(route), std::move(wire_), *std::move(decoder_), std::move(run_options_),
+        {.on_delta = [this](const dispatch::ChoiceDelta& d) { Deliver(d); },
+         .on_done = [this](const absl::Status& s) { OnRunDone(s); }});
   }
 
   absl::Status Prepare() {
@@ -111,12 +111,12 @@ class GenerateCall {
     request_id_ = built.generation.request_id;
     run_options_.session = built.generation.session;
     record_.timings.tokenize_seconds = built.tokenize_seconds;
-    BATON_ASSIGN_OR_RETURN(wire_, WorkerRequest(built.generation, 0));
+    BATON_ASSIGN_OR_RETURN(wire_, dispatch::WorkerRequest(built.generation, 0));
     decoder_.emplace(0, c_.model->tokenizer(), built.generation);
     return absl::OkStatus();
   }
 
-  void Deliver(const ChoiceDelta& d) {
+  void Deliver(const dispatch::ChoiceDelta& d) {
     const Clock::time_point now = Clock::now();
     if (!d.token_ids.empty()) {
       if (last_token_ == Clock::time_point()) {
@@ -224,7 +224,7 @@ class GenerateCall {
       record_.request_id = request_id_;
       record_.status = absl::StatusCodeToString(finish_status_.code());
       if (run_ != nullptr) {
-        const Route& route = run_->route();
+        const dispatch::Route& route = run_->route();
         record_.worker = route.decode->target();
         if (route.prefill != nullptr) record_.prefill_worker = route.prefill->target();
         record_.rerouted = run_->rerouted();
@@ -253,12 +253,12 @@ class GenerateCall {
   Clock::time_point last_token_;
   std::string request_id_;
   RequestRecord record_;  // the latency breakdown, and the --log-requests line
-  std::optional<ChoiceDecoder> decoder_;
+  std::optional<dispatch::ChoiceDecoder> decoder_;
 
   // Built by Prepare, moved into the run.
   ipb::GenerateRequest wire_;
-  RunOptions run_options_;
-  std::unique_ptr<RequestRun> run_;  // null until the request is routed
+  dispatch::RunOptions run_options_;
+  std::unique_ptr<dispatch::RequestRun> run_;  // null until the request is routed
 
   pb::GenerateResponse pending_;    // deltas gathered while a write is in flight
   pb::GenerateResponse in_flight_;  // owned by gRPC until the write completes
@@ -275,7 +275,7 @@ class GenerateCall {
   bool client_cancelled_ = false;
   bool client_gone_ = false;
 
-  using Step = MemberTag<GenerateCall>;
+  using Step = dispatch::MemberTag<GenerateCall>;
   Step accept_step_{this, &GenerateCall::OnAccept};
   Step done_step_{this, &GenerateCall::OnClientDone};
   Step write_step_{this, &GenerateCall::OnWrite};
@@ -285,10 +285,10 @@ class GenerateCall {
 }  // namespace
 
 void StartGenerateCalls(const GrpcApiContext* context, AsyncGenerateService* service,
-                        CompletionLoops* loops, GenerateLoopState* state) {
+                        dispatch::CompletionLoops* loops, GenerateLoopState* state) {
   for (int i = 0; i < loops->size(); ++i) {
     (new GenerateCall(context, service, loops->server_queue(i), state))->Listen();
   }
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

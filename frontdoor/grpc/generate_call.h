@@ -18,7 +18,7 @@
 #include "dispatch/completion_loops.h"
 #include "frontdoor/grpc/grpc_api.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 using AsyncGenerateService = baton::v1::Baton::WithAsyncMethod_Generate<baton::v1::Baton::Service>;
 
@@ -32,6 +32,6 @@ struct GenerateLoopState {
 // next. `context`, `service`, `loops` and `state` must outlive every call (state's
 // live_calls says when none is left).
 void StartGenerateCalls(const GrpcApiContext* context, AsyncGenerateService* service,
-                        CompletionLoops* loops, GenerateLoopState* state);
+                        dispatch::CompletionLoops* loops, GenerateLoopState* state);
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -11,7 +11,7 @@
 #include "service/api_key.h"
 #include "service/grpc_status.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 namespace {
 
 namespace pb = ::baton::v1;
@@ -257,7 +257,7 @@ GrpcApi::~GrpcApi() { Stop(); }
 
 void GrpcApi::Register(grpc::ServerBuilder& builder) { builder.RegisterService(service_.get()); }
 
-void GrpcApi::Start(CompletionLoops* loops) {
+void GrpcApi::Start(dispatch::CompletionLoops* loops) {
   started_ = true;
   StartGenerateCalls(&context_, service_.get(), loops, state_.get());
 }
@@ -271,4 +271,4 @@ void GrpcApi::Stop() {
   }
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

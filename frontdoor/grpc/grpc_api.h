@@ -19,14 +19,14 @@
 #include "frontdoor/openai/served_model.h"
 #include "grpcpp/server_builder.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 struct GenerateLoopState;
 
 struct GrpcApiContext {
   ServedModel* model = nullptr;
-  WorkerPool* pool = nullptr;
-  RouterMetrics* metrics = nullptr;
+  dispatch::WorkerPool* pool = nullptr;
+  dispatch::RouterMetrics* metrics = nullptr;
   ProtocolLimits limits;
   std::string api_key;                // empty: no authentication
   RequestLog* request_log = nullptr;  // null: no per-request lines
@@ -57,7 +57,7 @@ class GrpcApi {
 
   void Register(grpc::ServerBuilder& builder);
   // Generate runs on `loops`' server queues, which must outlive Stop().
-  void Start(CompletionLoops* loops);
+  void Start(dispatch::CompletionLoops* loops);
   // After the server's Shutdown (which cancels every call): waits until no Generate call
   // is left, so that the loops may shut down.
   void Stop();
@@ -70,4 +70,4 @@ class GrpcApi {
   bool started_ = false;
 };
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

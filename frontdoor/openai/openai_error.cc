@@ -6,7 +6,7 @@
 #include "frontdoor/openai/openai_json.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::router {
+namespace baton::frontdoor {
 namespace {
 
 // Debian's Abseil has its own absl::string_view, so spell the key through std::string.
@@ -88,4 +88,4 @@ std::string ErrorJson(const ApiError& error) {
   return DumpJson(out);
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -12,7 +12,7 @@
 
 #include "absl/status/status.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 // Status payload key whose value is the request parameter an error is about.
 inline constexpr std::string_view kParamPayloadKey = "baton.param";
@@ -43,4 +43,4 @@ ApiError ToApiError(const absl::Status& status);
 
 std::string ErrorJson(const ApiError& error);
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -11,7 +11,7 @@
 #include "common/strings.h"
 #include "common/utf8.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -201,4 +201,4 @@ std::string_view JsonTypeName(const Json& value) {
   }
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -17,7 +17,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 // Offset of the first byte of `text` that does not start or continue a valid UTF-8
 // sequence, or std::string_view::npos when all of it is valid.
@@ -37,4 +37,4 @@ std::string DumpJson(const nlohmann::ordered_json& value);
 // "null", "boolean", "number", "string", "array" or "object", for messages.
 std::string_view JsonTypeName(const nlohmann::ordered_json& value);
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

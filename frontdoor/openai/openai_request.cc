@@ -14,7 +14,7 @@
 #include "frontdoor/openai/openai_error.h"
 #include "frontdoor/openai/openai_json.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -674,4 +674,4 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body,
   return r;
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -31,7 +31,7 @@
 #include "absl/status/statusor.h"
 #include "nlohmann/json.hpp"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 struct ProtocolLimits {
   int max_n = 16;
@@ -101,4 +101,4 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body,
                                                      const ProtocolLimits& limits);
 absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body, const ProtocolLimits& limits);
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -8,7 +8,7 @@
 #include "common/utf8.h"
 #include "frontdoor/openai/openai_json.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 namespace {
 
 using Json = nlohmann::ordered_json;
@@ -235,4 +235,4 @@ std::string ModelListJson(const std::vector<ModelEntry>& models) {
 
 std::string ModelJson(const ModelEntry& model) { return DumpJson(ModelObject(model)); }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

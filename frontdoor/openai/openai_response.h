@@ -20,7 +20,7 @@
 #include "frontdoor/openai/openai_request.h"
 #include "frontdoor/openai/request_log.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 struct TopLogprobOut {
   int32_t token_id = 0;
@@ -82,4 +82,4 @@ std::string ModelListJson(const std::vector<ModelEntry>& models);
 // {"id", "object": "model", "created", "owned_by", "root", "parent": null, "max_model_len"}
 std::string ModelJson(const ModelEntry& model);
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -19,7 +19,7 @@
 #include "service/api_key.h"
 #include "service/metrics.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 namespace {
 
 using Clock = std::chrono::steady_clock;
@@ -32,7 +32,7 @@ double SecondsSince(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-void SetFinish(const ChoiceDelta& d, ChoiceOut* c) {
+void SetFinish(const dispatch::ChoiceDelta& d, ChoiceOut* c) {
   c->finish_reason = d.finish_reason;
   if (d.stop_token_id) {
     c->stop_token_id = d.stop_token_id;  // an integer, as vLLM writes it
@@ -41,15 +41,16 @@ void SetFinish(const ChoiceDelta& d, ChoiceOut* c) {
   }
 }
 
-std::vector<LogprobOut> ToLogprobs(const std::vector<TokenLogprob>& in) {
+std::vector<LogprobOut> ToLogprobs(const std::vector<dispatch::TokenLogprob>& in) {
   std::vector<LogprobOut> out;
   out.reserve(in.size());
-  for (const TokenLogprob& t : in) {
+  for (const dispatch::TokenLogprob& t : in) {
     LogprobOut o;
     o.token_id = t.token_id;
     o.token = t.token;
     o.logprob = t.logprob;
-    for (const TopLogprob& top : t.top) o.top.push_back({top.token_id, top.token, top.logprob});
+    for (const dispatch::TopLogprob& top : t.top)
+      o.top.push_back({top.token_id, top.token, top.logprob});
     out.push_back(std::move(o));
   }
   return out;
@@ -213,14 +214,14 @@ class Handler {
   };
 
   // Where the request was placed, as Pick decided.
-  static void NoteRoute(const ::baton::router::Route& route, Run& run) {
+  static void NoteRoute(const ::baton::dispatch::Route& route, Run& run) {
     run.record.policy = route.policy;
     run.record.expected_cached_tokens = route.expected_cached_tokens;
     run.record.timings.route_seconds = route.route_seconds;
   }
 
   // Where it ran in the end (a rerouted request's second route).
-  static void NoteWorkers(const Generation& gen, Run& run) {
+  static void NoteWorkers(const dispatch::Generation& gen, Run& run) {
     run.record.worker = gen.route().decode->target();
     if (gen.route().prefill != nullptr) run.record.prefill_worker = gen.route().prefill->target();
     run.record.rerouted = run.record.rerouted || gen.rerouted();
@@ -233,7 +234,7 @@ class Handler {
     return t;
   }
 
-  void Observe(Run& run, const ChoiceDelta& d) {
+  void Observe(Run& run, const dispatch::ChoiceDelta& d) {
     if (!d.token_ids.empty()) {
       const Clock::time_point now = Clock::now();
       if (!run.saw_token) {
@@ -264,18 +265,18 @@ class Handler {
 
   // A worker that cannot be reached is left for another inside Generation, once, while
   // nothing was delivered (dispatch/generation.h).
-  int Whole(GenerationRequest request, Run& run, HttpResponder& out) {
-    absl::StatusOr<::baton::router::Route> route =
+  int Whole(dispatch::GenerationRequest request, Run& run, HttpResponder& out) {
+    absl::StatusOr<::baton::dispatch::Route> route =
         c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
     if (!route.ok()) return SendError(out, route.status());
     NoteRoute(*route, run);
-    absl::StatusOr<std::unique_ptr<Generation>> started =
-        Generation::Start(c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request));
+    absl::StatusOr<std::unique_ptr<dispatch::Generation>> started = dispatch::Generation::Start(
+        c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request));
     if (!started.ok()) return SendError(out, started.status());
-    Generation& gen = **started;
+    dispatch::Generation& gen = **started;
     const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
                                              [&gen] { gen.Cancel(); }, out.PeerFd());
-    ChoiceDelta d;
+    dispatch::ChoiceDelta d;
     while (gen.Next(&d)) {
       Observe(run, d);
       ChoiceOut& c = run.choices[d.index];
@@ -320,13 +321,13 @@ class Handler {
     bool client_gone = false;
     bool done = false;
     absl::Status status;
-    Generation* gen = nullptr;  // set before `started`
+    dispatch::Generation* gen = nullptr;  // set before `started`
     std::vector<bool> role_sent;
     std::vector<int64_t> text_offset;
   };
 
   // Called with s.mu held.
-  std::string EventFor(StreamState& s, Run& run, const ChoiceDelta& d) {
+  std::string EventFor(StreamState& s, Run& run, const dispatch::ChoiceDelta& d) {
     const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
     Observe(run, d);
     ChoiceOut c;
@@ -365,16 +366,16 @@ class Handler {
   // Each delta is written to the socket on the loop thread that read it from the worker,
   // without waiting (WriteChunkNoWait), so a token crosses no router thread. This thread
   // starts the response, sends what the socket did not take at once, and ends it.
-  int Stream(GenerationRequest request, Run& run, HttpResponder& out) {
-    absl::StatusOr<::baton::router::Route> route =
+  int Stream(dispatch::GenerationRequest request, Run& run, HttpResponder& out) {
+    absl::StatusOr<::baton::dispatch::Route> route =
         c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
     if (!route.ok()) return SendError(out, route.status());
     NoteRoute(*route, run);
     StreamState s;
     s.role_sent.assign(run.request.n, false);
     s.text_offset.assign(run.request.n, 0);
-    GenerationCallbacks callbacks;
-    callbacks.on_delta = [this, &s, &run, &out](const ChoiceDelta& d) {
+    dispatch::GenerationCallbacks callbacks;
+    callbacks.on_delta = [this, &s, &run, &out](const dispatch::ChoiceDelta& d) {
       std::lock_guard<std::mutex> lock(s.mu);
       std::string event = EventFor(s, run, d);
       if (s.started) {
@@ -390,10 +391,10 @@ class Handler {
       s.status = status;
       s.cv.notify_all();
     };
-    absl::StatusOr<std::unique_ptr<Generation>> started = Generation::Start(
+    absl::StatusOr<std::unique_ptr<dispatch::Generation>> started = dispatch::Generation::Start(
         c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
     if (!started.ok()) return SendError(out, started.status());
-    Generation* gen = started->get();
+    dispatch::Generation* gen = started->get();
     const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
                                              [gen] { gen->Cancel(); }, out.PeerFd());
     const int code = StreamResponse(s, *gen, run, out);
@@ -402,7 +403,7 @@ class Handler {
     return code;
   }
 
-  int StreamResponse(StreamState& s, Generation& gen, Run& run, HttpResponder& out) {
+  int StreamResponse(StreamState& s, dispatch::Generation& gen, Run& run, HttpResponder& out) {
     const std::string model = c_.model->name();
     std::unique_lock<std::mutex> lock(s.mu);
     s.cv.wait(lock, [&s] { return !s.early.empty() || s.done; });
@@ -481,4 +482,4 @@ std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOp
   };
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -19,14 +19,14 @@
 #include "service/http_request.h"
 #include "service/http_responder.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 struct OpenAiServerContext {
   ServedModel* model = nullptr;
-  WorkerPool* pool = nullptr;
-  RouterMetrics* metrics = nullptr;
+  dispatch::WorkerPool* pool = nullptr;
+  dispatch::RouterMetrics* metrics = nullptr;
   service::CancelWatcher* watcher = nullptr;
-  CompletionLoops* loops = nullptr;  // where the worker streams run
+  dispatch::CompletionLoops* loops = nullptr;  // where the worker streams run
   ProtocolLimits limits;
   std::string api_key;                // empty: no authentication; else /v1/* need "Bearer <key>"
   RequestLog* request_log = nullptr;  // null: no per-request lines
@@ -35,4 +35,4 @@ struct OpenAiServerContext {
 std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOpenAiHandler(
     OpenAiServerContext context);
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -8,7 +8,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 std::string NewRequestId(const std::string& prefix) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -27,7 +27,7 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
         "'continue_final_message' is not supported; end the messages with a user turn");
   }
   BuiltRequest out;
-  GenerationRequest& g = out.generation;
+  dispatch::GenerationRequest& g = out.generation;
   const auto start = std::chrono::steady_clock::now();
   if (chat) {
     BATON_ASSIGN_OR_RETURN(g.prompt_ids, model.EncodeChat(r.chat, r.add_generation_prompt,
@@ -73,4 +73,4 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
   return out;
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

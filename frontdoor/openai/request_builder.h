@@ -10,10 +10,10 @@
 #include "frontdoor/openai/openai_protocol.h"
 #include "frontdoor/openai/served_model.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 struct BuiltRequest {
-  GenerationRequest generation;
+  dispatch::GenerationRequest generation;
   double tokenize_seconds = 0;  // chat template and tokenization
 };
 
@@ -25,4 +25,4 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& request, const Se
 // A fresh id: "<prefix>-" and 32 hex digits.
 std::string NewRequestId(const std::string& prefix);
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

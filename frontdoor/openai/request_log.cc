@@ -2,7 +2,7 @@
 
 #include "nlohmann/json.hpp"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 std::string RequestRecordJson(const RequestRecord& r) {
   const RequestTimings& t = r.timings;
@@ -46,4 +46,4 @@ void RequestLog::Write(const RequestRecord& record) {
   std::fflush(out_);
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 struct RequestTimings {
   double tokenize_seconds = 0;  // router: chat template and tokenization
@@ -61,4 +61,4 @@ class RequestLog {
   std::mutex mu_;
 };
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -9,11 +9,11 @@
 #include "common/strings.h"
 #include "template/chat_prompt.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& tokenizer_path,
                                                                const std::string& served_name,
-                                                               WorkerClient* worker,
+                                                               dispatch::WorkerClient* worker,
                                                                absl::Duration wait) {
   auto m = std::unique_ptr<ServedModel>(new ServedModel());
   BATON_ASSIGN_OR_RETURN(m->files_, tokenizer::LoadTokenizerFiles(tokenizer_path));
@@ -99,4 +99,4 @@ absl::StatusOr<int64_t> ServedModel::FitToContext(int64_t prompt_tokens,
   return *max_tokens;
 }
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

@@ -17,7 +17,7 @@
 #include "nlohmann/json.hpp"
 #include "tokenizer/loader.h"
 
-namespace baton::router {
+namespace baton::frontdoor {
 
 class ServedModel {
  public:
@@ -26,7 +26,7 @@ class ServedModel {
   // router may start before its worker. `served_name` empty: the worker's model id.
   static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& tokenizer_path,
                                                            const std::string& served_name,
-                                                           WorkerClient* worker,
+                                                           dispatch::WorkerClient* worker,
                                                            absl::Duration wait);
 
   const std::string& name() const { return name_; }
@@ -60,4 +60,4 @@ class ServedModel {
   baton::internal::v1::GetModelInfoResponse info_;
 };
 
-}  // namespace baton::router
+}  // namespace baton::frontdoor

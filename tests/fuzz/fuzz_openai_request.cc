@@ -16,9 +16,9 @@
 
 namespace {
 
-using baton::router::ChoiceOut;
-using baton::router::OpenAiRequest;
-using baton::router::ProtocolLimits;
+using baton::frontdoor::ChoiceOut;
+using baton::frontdoor::OpenAiRequest;
+using baton::frontdoor::ProtocolLimits;
 
 bool IsJson(const std::string& text) {
   return !nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false).is_discarded();
@@ -58,9 +58,9 @@ void CheckAccepted(const OpenAiRequest& r, const ProtocolLimits& limits, std::st
       BATON_CHECK(m.at("role").is_string() && m.at("content").is_string());
     }
     // What the chat template gets must survive a dump and a re-parse unchanged.
-    const std::string dumped = baton::router::DumpJson(r.chat);
-    auto again = baton::router::ParseJsonText(dumped, limits.max_json_depth + 8, "chat");
-    BATON_CHECK(again.ok() && baton::router::DumpJson(*again) == dumped);
+    const std::string dumped = baton::frontdoor::DumpJson(r.chat);
+    auto again = baton::frontdoor::ParseJsonText(dumped, limits.max_json_depth + 8, "chat");
+    BATON_CHECK(again.ok() && baton::frontdoor::DumpJson(*again) == dumped);
   }
 
   // Format responses from the request's strings and the raw input as token text.
@@ -71,11 +71,12 @@ void CheckAccepted(const OpenAiRequest& r, const ProtocolLimits& limits, std::st
   c.logprobs.push_back({1, std::string(piece), -0.5f, {{1, std::string(piece), -0.5f}}});
   c.finish_reason = "stop";
   c.stop_reason = r.stop.empty() ? std::string(raw.substr(0, 4)) : r.stop.back();
-  const baton::router::UsageOut usage{1, 2, 0};
-  BATON_CHECK(IsJson(baton::router::CompletionResponseJson(r.request_id, 0, r.model, {c}, usage)));
-  BATON_CHECK(IsJson(baton::router::ChatResponseJson(r.request_id, 0, r.model, {c}, usage)));
-  BATON_CHECK(IsJson(baton::router::ChatChunkJson(r.request_id, 0, r.model, c, true)));
-  BATON_CHECK(IsJson(baton::router::CompletionChunkJson(r.request_id, 0, r.model, c)));
+  const baton::frontdoor::UsageOut usage{1, 2, 0};
+  BATON_CHECK(
+      IsJson(baton::frontdoor::CompletionResponseJson(r.request_id, 0, r.model, {c}, usage)));
+  BATON_CHECK(IsJson(baton::frontdoor::ChatResponseJson(r.request_id, 0, r.model, {c}, usage)));
+  BATON_CHECK(IsJson(baton::frontdoor::ChatChunkJson(r.request_id, 0, r.model, c, true)));
+  BATON_CHECK(IsJson(baton::frontdoor::CompletionChunkJson(r.request_id, 0, r.model, c)));
 }
 
 }  // namespace
@@ -100,8 +101,8 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // Tight limits on odd sizes reach the bound checks; the fuzzer pads freely with spaces.
   const ProtocolLimits* limits = (size & 1) != 0 ? &kSmall : &kDefault;
   for (bool chat : {false, true}) {
-    auto r = chat ? baton::router::ParseChatRequest(body, *limits)
-                  : baton::router::ParseCompletionRequest(body, *limits);
+    auto r = chat ? baton::frontdoor::ParseChatRequest(body, *limits)
+                  : baton::frontdoor::ParseCompletionRequest(body, *limits);
     if (r.ok()) {
       BATON_CHECK(r->kind ==
                   (chat ? OpenAiRequest::Kind::kChat : OpenAiRequest::Kind::kCompletion));
@@ -109,9 +110,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       continue;
     }
     BATON_CHECK(r.status().code() == absl::StatusCode::kInvalidArgument);
-    const baton::router::ApiError e = baton::router::ToApiError(r.status());
+    const baton::frontdoor::ApiError e = baton::frontdoor::ToApiError(r.status());
     BATON_CHECK(e.http_status == 400 && !e.message.empty());
-    BATON_CHECK(IsJson(baton::router::ErrorJson(e)));
+    BATON_CHECK(IsJson(baton::frontdoor::ErrorJson(e)));
   }
   return 0;
 }

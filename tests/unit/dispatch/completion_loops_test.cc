@@ -10,7 +10,7 @@
 #include "grpcpp/alarm.h"
 #include "gtest/gtest.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 namespace {
 
 // Records which thread ran it and whether the operation succeeded.
@@ -85,4 +85,4 @@ TEST(CompletionLoopsTest, ShutdownDeliversCancelledOperationsThenStops) {
 }
 
 }  // namespace
-}  // namespace baton::router
+}  // namespace baton::dispatch

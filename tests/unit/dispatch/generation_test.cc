@@ -20,7 +20,7 @@
 #include "tests/fakes/fake_worker.h"
 #include "tokenizer/loader.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 namespace {
 
 namespace pb = ::baton::internal::v1;
@@ -399,4 +399,4 @@ TEST_F(GenerationTest, RejectsStopStringsInWorkerParams) {
 }
 
 }  // namespace
-}  // namespace baton::router
+}  // namespace baton::dispatch

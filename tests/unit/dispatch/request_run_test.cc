@@ -17,7 +17,7 @@
 #include "tests/fakes/fake_worker.h"
 #include "tokenizer/loader.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 namespace {
 
 using ::testing::ElementsAre;
@@ -351,4 +351,4 @@ TEST_F(RequestRunTest, StopStringEndsTheRunAndCancelsTheWorker) {
 }
 
 }  // namespace
-}  // namespace baton::router
+}  // namespace baton::dispatch

@@ -13,7 +13,7 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
-namespace baton::router {
+namespace baton::dispatch {
 namespace {
 
 using ::testing::HasSubstr;
@@ -40,7 +40,8 @@ struct FakeDns {
 std::set<std::string> Live(const WorkerPool& pool) {
   std::set<std::string> out;
   for (size_t i = 0; i < pool.size(); ++i) {
-    if (!pool.gone(static_cast<WorkerId>(i))) out.insert(pool.target(static_cast<WorkerId>(i)));
+    if (!pool.gone(static_cast<routing::WorkerId>(i)))
+      out.insert(pool.target(static_cast<routing::WorkerId>(i)));
   }
   return out;
 }
@@ -126,4 +127,4 @@ TEST(WorkerPoolTest, ARerouteMarksTheFailedWorkerDownAndGoesElsewhere) {
 }
 
 }  // namespace
-}  // namespace baton::router
+}  // namespace baton::dispatch

@@ -62,7 +62,7 @@ class FrontDoorRunTest : public ::testing::TestWithParam<Api> {
     o.worker = "";
     o.prefill_workers = prefill_.target();
     o.decode_workers = decode_.target();
-    o.pool.failover = PrefillFailover::kNone;  // a failed prefill is the client's answer
+    o.pool.failover = dispatch::PrefillFailover::kNone;  // a failed prefill is the client's answer
     o.tokenizer = kModel;
     o.http_port = 0;
     o.grpc_port = 0;
@@ -162,7 +162,7 @@ class FrontDoorRunTest : public ::testing::TestWithParam<Api> {
     if (GetParam() == Api::kGrpc) {
       EXPECT_EQ(static_cast<int>(a.grpc_code), static_cast<int>(code));
     } else if (!a.error_event) {
-      EXPECT_EQ(a.http_status, ToApiError(absl::Status(code, "")).http_status);
+      EXPECT_EQ(a.http_status, frontdoor::ToApiError(absl::Status(code, "")).http_status);
     }
   }
 

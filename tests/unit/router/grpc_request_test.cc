@@ -20,18 +20,19 @@ baton::v1::GenerateRequest Request() {
 TEST(GrpcRequestTest, PromptCacheKeyIsCarried) {
   baton::v1::GenerateRequest r = Request();
   r.set_prompt_cache_key("conv-7");
-  absl::StatusOr<OpenAiRequest> got = FromProto(r, ProtocolLimits());
+  absl::StatusOr<frontdoor::OpenAiRequest> got =
+      frontdoor::FromProto(r, frontdoor::ProtocolLimits());
   ASSERT_TRUE(got.ok()) << got.status();
   EXPECT_EQ(got->prompt_cache_key, "conv-7");
 }
 
 TEST(GrpcRequestTest, IdentifiersAreBounded) {
-  const ProtocolLimits limits;
+  const frontdoor::ProtocolLimits limits;
   const std::string long_id(limits.max_id_bytes + 1, 'x');
   for (const char* field : {"request_id", "cache_salt", "prompt_cache_key"}) {
     baton::v1::GenerateRequest r = Request();
     r.GetReflection()->SetString(&r, r.GetDescriptor()->FindFieldByName(field), long_id);
-    absl::StatusOr<OpenAiRequest> got = FromProto(r, limits);
+    absl::StatusOr<frontdoor::OpenAiRequest> got = frontdoor::FromProto(r, limits);
     ASSERT_FALSE(got.ok()) << field;
     EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(std::string(got.status().message()),
@@ -42,7 +43,8 @@ TEST(GrpcRequestTest, IdentifiersAreBounded) {
 TEST(GrpcRequestTest, RequestIdMustNotCarryControlCharacters) {
   baton::v1::GenerateRequest r = Request();
   r.set_request_id("a\r\nb");
-  absl::StatusOr<OpenAiRequest> got = FromProto(r, ProtocolLimits());
+  absl::StatusOr<frontdoor::OpenAiRequest> got =
+      frontdoor::FromProto(r, frontdoor::ProtocolLimits());
   ASSERT_FALSE(got.ok());
   EXPECT_THAT(std::string(got.status().message()), HasSubstr("request_id must not contain"));
 }

@@ -15,7 +15,7 @@ using ::testing::HasSubstr;
 using ::testing::Pair;
 using Json = nlohmann::json;
 
-const ProtocolLimits kLimits;
+const frontdoor::ProtocolLimits kLimits;
 constexpr char kChatBase[] = R"("messages": [{"role": "user", "content": "hi"}])";
 constexpr char kPromptBase[] = R"("prompt": "hi")";
 
@@ -42,13 +42,14 @@ class BadRequestTest : public ::testing::TestWithParam<BadCase> {};
 
 TEST_P(BadRequestTest, IsInvalidArgumentNamingTheParameter) {
   const BadCase& c = GetParam();
-  absl::StatusOr<OpenAiRequest> r =
-      c.chat ? ParseChatRequest(c.body, kLimits) : ParseCompletionRequest(c.body, kLimits);
+  absl::StatusOr<frontdoor::OpenAiRequest> r =
+      c.chat ? frontdoor::ParseChatRequest(c.body, kLimits)
+             : frontdoor::ParseCompletionRequest(c.body, kLimits);
   ASSERT_FALSE(r.ok()) << c.body;
   EXPECT_EQ(r.status().code(), absl::StatusCode::kInvalidArgument);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr(c.message));
-  EXPECT_EQ(ParamOf(r.status()), c.param);
-  EXPECT_EQ(ToApiError(r.status()).http_status, 400);
+  EXPECT_EQ(frontdoor::ParamOf(r.status()), c.param);
+  EXPECT_EQ(frontdoor::ToApiError(r.status()).http_status, 400);
 }
 
 const std::string kLongStop(1025, 'x');
@@ -255,16 +256,17 @@ INSTANTIATE_TEST_SUITE_P(
 
 // ---- accepted requests ----
 
-OpenAiRequest ParseOk(bool chat, const std::string& body) {
-  absl::StatusOr<OpenAiRequest> r =
-      chat ? ParseChatRequest(body, kLimits) : ParseCompletionRequest(body, kLimits);
+frontdoor::OpenAiRequest ParseOk(bool chat, const std::string& body) {
+  absl::StatusOr<frontdoor::OpenAiRequest> r =
+      chat ? frontdoor::ParseChatRequest(body, kLimits)
+           : frontdoor::ParseCompletionRequest(body, kLimits);
   EXPECT_TRUE(r.ok()) << r.status() << "\n" << body;
-  return r.ok() ? *std::move(r) : OpenAiRequest{};
+  return r.ok() ? *std::move(r) : frontdoor::OpenAiRequest{};
 }
 
 TEST(ParseCompletionTest, Defaults) {
-  const OpenAiRequest r = ParseOk(false, R"({"prompt": "Hello"})");
-  EXPECT_EQ(r.kind, OpenAiRequest::Kind::kCompletion);
+  const frontdoor::OpenAiRequest r = ParseOk(false, R"({"prompt": "Hello"})");
+  EXPECT_EQ(r.kind, frontdoor::OpenAiRequest::Kind::kCompletion);
   EXPECT_EQ(r.prompt_text, "Hello");
   EXPECT_FALSE(r.prompt_ids.has_value());
   EXPECT_EQ(r.model, "");
@@ -290,7 +292,7 @@ TEST(ParseCompletionTest, PromptForms) {
 }
 
 TEST(ParseCompletionTest, AllFields) {
-  const OpenAiRequest r = ParseOk(false, R"({
+  const frontdoor::OpenAiRequest r = ParseOk(false, R"({
     "model": "m", "prompt": "p", "stream": true, "stream_options": {"include_usage": true},
     "max_tokens": 7, "n": 2, "stop": ["a", "b"], "stop_token_ids": [9], "temperature": 0,
     "top_p": 0.9, "min_p": 0.1, "repetition_penalty": 1.1, "presence_penalty": -0.5,
@@ -334,7 +336,7 @@ TEST(ParseCompletionTest, StopAsOneString) {
 }
 
 TEST(ParseCompletionTest, NullMeansAbsent) {
-  const OpenAiRequest r =
+  const frontdoor::OpenAiRequest r =
       ParseOk(false, Completion(R"("temperature": null, "n": null, "stream": null,
                                    "logprobs": null, "seed": null, "user": null)"));
   EXPECT_FALSE(r.temperature.has_value());
@@ -358,13 +360,13 @@ TEST(ParseCompletionTest, Utf8BomIsSkipped) {
 }
 
 TEST(ParseChatTest, Defaults) {
-  const OpenAiRequest r = ParseOk(true, Chat(""));
-  EXPECT_EQ(r.kind, OpenAiRequest::Kind::kChat);
+  const frontdoor::OpenAiRequest r = ParseOk(true, Chat(""));
+  EXPECT_EQ(r.kind, frontdoor::OpenAiRequest::Kind::kChat);
   EXPECT_FALSE(r.max_tokens.has_value());  // up to the context
   EXPECT_TRUE(r.add_generation_prompt);
   EXPECT_FALSE(r.continue_final_message);
   EXPECT_FALSE(r.logprobs.has_value());
-  EXPECT_EQ(Json::parse(DumpJson(r.chat)),
+  EXPECT_EQ(Json::parse(frontdoor::DumpJson(r.chat)),
             Json::parse(R"({"messages": [{"role": "user", "content": "hi"}]})"));
 }
 
@@ -383,7 +385,7 @@ TEST(ParseChatTest, Logprobs) {
 }
 
 TEST(ParseChatTest, MessagesAreNormalisedForTheTemplate) {
-  const OpenAiRequest r = ParseOk(true, R"({"messages": [
+  const frontdoor::OpenAiRequest r = ParseOk(true, R"({"messages": [
     {"role": "system", "content": [{"type": "text", "text": "a"}, "b",
                                    {"type": "text", "text": "c"}]},
     {"role": "user", "content": "q", "name": "ann", "extra": 1},
@@ -395,7 +397,7 @@ TEST(ParseChatTest, MessagesAreNormalisedForTheTemplate) {
     "tools": [{"type": "function", "function": {"name": "f", "parameters": {"z": 1, "a": 2}}}]})");
   // Object keys keep the client's order (ordered_json), which tojson in templates shows.
   EXPECT_EQ(
-      DumpJson(r.chat),
+      frontdoor::DumpJson(r.chat),
       R"({"messages":[{"role":"system","content":"a\nb\nc"},)"
       R"({"role":"user","content":"q","name":"ann"},)"
       R"({"role":"assistant","content":"","tool_calls":[)"
@@ -407,18 +409,19 @@ TEST(ParseChatTest, MessagesAreNormalisedForTheTemplate) {
 }
 
 TEST(ParseChatTest, TemplateOptions) {
-  const OpenAiRequest r =
+  const frontdoor::OpenAiRequest r =
       ParseOk(true, Chat(R"("add_generation_prompt": false, "continue_final_message": true,
                     "chat_template_kwargs": {"enable_thinking": false}, "tool_choice": "auto",
                     "response_format": {"type": "text"})"));
   EXPECT_FALSE(r.add_generation_prompt);
   EXPECT_TRUE(r.continue_final_message);
-  EXPECT_EQ(DumpJson(r.chat_template_kwargs), R"({"enable_thinking":false})");
+  EXPECT_EQ(frontdoor::DumpJson(r.chat_template_kwargs), R"({"enable_thinking":false})");
 }
 
 TEST(ParseChatTest, WhatTheOpenAiSdkSends) {
   // openai-node's chat.completions.create with common options, as it serialises them.
-  const OpenAiRequest r = ParseOk(true, R"({"model":"baton","messages":[{"role":"developer",
+  const frontdoor::OpenAiRequest r =
+      ParseOk(true, R"({"model":"baton","messages":[{"role":"developer",
     "content":"Be brief."},{"role":"user","content":"Hi"}],"max_completion_tokens":32,
     "temperature":0.7,"stream":true,"stream_options":{"include_usage":true},"store":false,
     "metadata":null,"parallel_tool_calls":true,"service_tier":"auto","modalities":["text"]})");
@@ -428,15 +431,17 @@ TEST(ParseChatTest, WhatTheOpenAiSdkSends) {
 }
 
 TEST(ParseTest, LimitsAreConfigurable) {
-  ProtocolLimits limits;
+  frontdoor::ProtocolLimits limits;
   limits.max_n = 2;
   limits.max_stop = 1;
-  const absl::StatusOr<OpenAiRequest> r = ParseCompletionRequest(Completion(R"("n": 3)"), limits);
+  const absl::StatusOr<frontdoor::OpenAiRequest> r =
+      frontdoor::ParseCompletionRequest(Completion(R"("n": 3)"), limits);
   EXPECT_THAT(std::string(r.status().message()), HasSubstr("'n' is 3; the maximum is 2"));
-  EXPECT_FALSE(ParseCompletionRequest(Completion(R"("stop": ["a", "b"])"), limits).ok());
+  EXPECT_FALSE(frontdoor::ParseCompletionRequest(Completion(R"("stop": ["a", "b"])"), limits).ok());
   limits.max_prompt_token_ids = 2;
   EXPECT_THAT(
-      std::string(ParseCompletionRequest(R"({"prompt": [1, 2, 3]})", limits).status().message()),
+      std::string(
+          frontdoor::ParseCompletionRequest(R"({"prompt": [1, 2, 3]})", limits).status().message()),
       HasSubstr("'prompt' has 3 token ids; the maximum is 2"));
 }
 
@@ -446,7 +451,7 @@ TEST(ParseJsonTextTest, ManyKeysParseInLinearTime) {
   for (int i = 0; i < 100000; ++i) body += "\"k" + std::to_string(i) + "\":0,";
   body.back() = '}';
   body += "}";
-  EXPECT_TRUE(ParseCompletionRequest(body, kLimits).ok());
+  EXPECT_TRUE(frontdoor::ParseCompletionRequest(body, kLimits).ok());
 }
 
 // ---- errors ----
@@ -472,7 +477,7 @@ TEST(ApiErrorTest, MapsStatusCodes) {
       {absl::UnknownError("x"), 500, "server_error", "internal_error"},
   };
   for (const Case& c : cases) {
-    const ApiError e = ToApiError(c.status);
+    const frontdoor::ApiError e = frontdoor::ToApiError(c.status);
     EXPECT_EQ(e.http_status, c.http) << c.status;
     EXPECT_EQ(e.type, c.type) << c.status;
     EXPECT_EQ(e.code, c.code) << c.status;
@@ -482,23 +487,26 @@ TEST(ApiErrorTest, MapsStatusCodes) {
 }
 
 TEST(ApiErrorTest, EnvelopeHasNullsForEmptyParamAndCode) {
-  const Json j = Json::parse(ErrorJson(ToApiError(ParamError("n", "'n' is 40"))));
+  const Json j = Json::parse(
+      frontdoor::ErrorJson(frontdoor::ToApiError(frontdoor::ParamError("n", "'n' is 40"))));
   EXPECT_EQ(j, Json::parse(R"({"error": {"message": "'n' is 40", "type": "invalid_request_error",
                                          "param": "n", "code": null}})"));
-  const Json k = Json::parse(ErrorJson(ToApiError(absl::UnauthenticatedError("bad key"))));
+  const Json k = Json::parse(
+      frontdoor::ErrorJson(frontdoor::ToApiError(absl::UnauthenticatedError("bad key"))));
   EXPECT_TRUE(k["error"]["param"].is_null());
   EXPECT_EQ(k["error"]["code"], "invalid_api_key");
 }
 
 TEST(ApiErrorTest, InvalidUtf8InMessagesIsReplaced) {
-  const std::string out = ErrorJson(ToApiError(absl::InvalidArgumentError("bad \xFF byte")));
+  const std::string out =
+      frontdoor::ErrorJson(frontdoor::ToApiError(absl::InvalidArgumentError("bad \xFF byte")));
   EXPECT_EQ(Json::parse(out)["error"]["message"], "bad \xEF\xBF\xBD byte");
 }
 
 // ---- responses ----
 
-ChoiceOut ChoiceWithLogprobs() {
-  ChoiceOut c;
+frontdoor::ChoiceOut ChoiceWithLogprobs() {
+  frontdoor::ChoiceOut c;
   c.text = "Hi\xC3";  // the second token ends inside a character
   c.has_logprobs = true;
   c.logprobs = {{10, "Hi", -0.25f, {{10, "Hi", -0.25f}, {11, "Yo", -1.5f}}},
@@ -509,7 +517,7 @@ ChoiceOut ChoiceWithLogprobs() {
 }
 
 TEST(ResponseTest, CompletionLogprobsShape) {
-  const Json j = Json::parse(CompletionResponseJson(
+  const Json j = Json::parse(frontdoor::CompletionResponseJson(
       "cmpl-1", 1700000000, "m", {ChoiceWithLogprobs()}, {3, 2, 1, std::nullopt}));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["id"], "cmpl-1");
@@ -528,10 +536,10 @@ TEST(ResponseTest, CompletionLogprobsShape) {
 }
 
 TEST(ResponseTest, ChatLogprobsShape) {
-  ChoiceOut c = ChoiceWithLogprobs();
+  frontdoor::ChoiceOut c = ChoiceWithLogprobs();
   c.finish_reason = "stop";
   c.stop_reason = "###";
-  const Json j = Json::parse(ChatResponseJson("chatcmpl-1", 1, "m", {c}, {}));
+  const Json j = Json::parse(frontdoor::ChatResponseJson("chatcmpl-1", 1, "m", {c}, {}));
   EXPECT_EQ(j["object"], "chat.completion");
   const Json& choice = j["choices"][0];
   EXPECT_EQ(choice["message"], Json::parse(R"({"role": "assistant", "content": "Hi\ufffd"})"));
@@ -546,22 +554,23 @@ TEST(ResponseTest, ChatLogprobsShape) {
 }
 
 TEST(ResponseTest, NoLogprobsIsNull) {
-  ChoiceOut c;
+  frontdoor::ChoiceOut c;
   c.text = "x";
   c.stop_token_id = 7;
   c.finish_reason = "stop";
-  const Json chat = Json::parse(ChatResponseJson("i", 1, "m", {c, c}, {}));
+  const Json chat = Json::parse(frontdoor::ChatResponseJson("i", 1, "m", {c, c}, {}));
   EXPECT_TRUE(chat["choices"][0]["logprobs"].is_null());
   EXPECT_EQ(chat["choices"][0]["stop_reason"], 7);  // vLLM writes a stop token as an integer
   EXPECT_EQ(chat["choices"].size(), 2u);
-  const Json completion = Json::parse(CompletionResponseJson("i", 1, "m", {c}, {}));
+  const Json completion = Json::parse(frontdoor::CompletionResponseJson("i", 1, "m", {c}, {}));
   EXPECT_TRUE(completion["choices"][0]["logprobs"].is_null());
 }
 
 TEST(ResponseTest, ChatChunksCarryTheRoleOnlyFirst) {
-  ChoiceOut c;
+  frontdoor::ChoiceOut c;
   c.index = 1;
-  const Json first = Json::parse(ChatChunkJson("chatcmpl-1", 1, "m", c, /*with_role=*/true));
+  const Json first =
+      Json::parse(frontdoor::ChatChunkJson("chatcmpl-1", 1, "m", c, /*with_role=*/true));
   EXPECT_EQ(first["object"], "chat.completion.chunk");
   EXPECT_EQ(first["choices"][0]["index"], 1);
   EXPECT_EQ(first["choices"][0]["delta"], Json::parse(R"({"role": "assistant", "content": ""})"));
@@ -570,64 +579,65 @@ TEST(ResponseTest, ChatChunksCarryTheRoleOnlyFirst) {
   EXPECT_FALSE(first.contains("usage"));
 
   c.text = "tok";
-  const Json middle = Json::parse(ChatChunkJson("chatcmpl-1", 1, "m", c, false));
+  const Json middle = Json::parse(frontdoor::ChatChunkJson("chatcmpl-1", 1, "m", c, false));
   EXPECT_EQ(middle["choices"][0]["delta"], Json::parse(R"({"content": "tok"})"));
 
   c.text.clear();
   c.finish_reason = "length";
-  const Json last = Json::parse(ChatChunkJson("chatcmpl-1", 1, "m", c, false));
+  const Json last = Json::parse(frontdoor::ChatChunkJson("chatcmpl-1", 1, "m", c, false));
   EXPECT_EQ(last["choices"][0]["delta"], Json::object());
   EXPECT_EQ(last["choices"][0]["finish_reason"], "length");
 }
 
 TEST(ResponseTest, CompletionChunk) {
-  ChoiceOut c = ChoiceWithLogprobs();
-  const Json j = Json::parse(CompletionChunkJson("cmpl-1", 1, "m", c));
+  frontdoor::ChoiceOut c = ChoiceWithLogprobs();
+  const Json j = Json::parse(frontdoor::CompletionChunkJson("cmpl-1", 1, "m", c));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["choices"].size(), 1u);
   EXPECT_EQ(j["choices"][0]["logprobs"]["text_offset"], Json::parse("[5, 7]"));
 }
 
 TEST(ResponseTest, UsageChunks) {
-  const Json chat = Json::parse(
-      UsageChunkJson(OpenAiRequest::Kind::kChat, "chatcmpl-1", 1, "m", {10, 4, 8, std::nullopt}));
+  const Json chat = Json::parse(frontdoor::UsageChunkJson(
+      frontdoor::OpenAiRequest::Kind::kChat, "chatcmpl-1", 1, "m", {10, 4, 8, std::nullopt}));
   EXPECT_EQ(chat["object"], "chat.completion.chunk");
   EXPECT_EQ(chat["choices"], Json::array());
   EXPECT_EQ(chat["usage"]["total_tokens"], 14);
   EXPECT_EQ(chat["usage"]["prompt_tokens_details"]["cached_tokens"], 8);
-  const Json completion =
-      Json::parse(UsageChunkJson(OpenAiRequest::Kind::kCompletion, "cmpl-1", 1, "m", {}));
+  const Json completion = Json::parse(
+      frontdoor::UsageChunkJson(frontdoor::OpenAiRequest::Kind::kCompletion, "cmpl-1", 1, "m", {}));
   EXPECT_EQ(completion["object"], "text_completion");
 }
 
 TEST(ResponseTest, TimingsSitBesideUsageOnlyWhenGiven) {
-  RequestTimings t;
+  frontdoor::RequestTimings t;
   t.route_seconds = 0.25;
   t.prefill_seconds = 0.5;
   t.time_to_first_token_seconds = 0.75;
   t.total_seconds = 1.5;
-  const Json with = Json::parse(ChatResponseJson("chatcmpl-1", 1, "m", {}, {1, 2, 0, t}));
+  const Json with =
+      Json::parse(frontdoor::ChatResponseJson("chatcmpl-1", 1, "m", {}, {1, 2, 0, t}));
   EXPECT_EQ(with["timings"]["route_seconds"], 0.25);
   EXPECT_EQ(with["timings"]["prefill_seconds"], 0.5);
   EXPECT_EQ(with["timings"]["time_to_first_token_seconds"], 0.75);
   EXPECT_EQ(with["timings"]["total_seconds"], 1.5);
   EXPECT_EQ(with["timings"].size(), 9U);
-  const Json chunk =
-      Json::parse(UsageChunkJson(OpenAiRequest::Kind::kCompletion, "cmpl-1", 1, "m", {1, 2, 0, t}));
+  const Json chunk = Json::parse(frontdoor::UsageChunkJson(
+      frontdoor::OpenAiRequest::Kind::kCompletion, "cmpl-1", 1, "m", {1, 2, 0, t}));
   EXPECT_EQ(chunk["timings"]["kv_transfer_seconds"], 0.0);
-  const Json without = Json::parse(CompletionResponseJson("cmpl-1", 1, "m", {}, {}));
+  const Json without = Json::parse(frontdoor::CompletionResponseJson("cmpl-1", 1, "m", {}, {}));
   EXPECT_FALSE(without.contains("timings"));
 }
 
 TEST(ResponseTest, Models) {
-  const ModelEntry m{"llama", 1700000000, "baton", 4096};
-  EXPECT_EQ(Json::parse(ModelJson(m)), Json::parse(R"({"id": "llama", "object": "model",
+  const frontdoor::ModelEntry m{"llama", 1700000000, "baton", 4096};
+  EXPECT_EQ(Json::parse(frontdoor::ModelJson(m)), Json::parse(R"({"id": "llama", "object": "model",
     "created": 1700000000, "owned_by": "baton", "root": "llama", "parent": null,
     "max_model_len": 4096})"));
-  const Json list = Json::parse(ModelListJson({m, m}));
+  const Json list = Json::parse(frontdoor::ModelListJson({m, m}));
   EXPECT_EQ(list["object"], "list");
   EXPECT_EQ(list["data"].size(), 2u);
-  EXPECT_EQ(Json::parse(ModelListJson({}))["data"], Json::array());
+  EXPECT_EQ(Json::parse(frontdoor::ModelListJson({}))["data"], Json::array());
 }
 
 }  // namespace

@@ -12,8 +12,8 @@
 namespace baton::router {
 namespace {
 
-RequestRecord Record() {
-  RequestRecord r;
+frontdoor::RequestRecord Record() {
+  frontdoor::RequestRecord r;
   r.api = "grpc";
   r.request_id = "gen-1";
   r.status = "OK";
@@ -31,7 +31,7 @@ RequestRecord Record() {
 }
 
 TEST(RequestLogTest, ARecordIsOneJsonObjectWithEveryField) {
-  const nlohmann::json j = nlohmann::json::parse(RequestRecordJson(Record()));
+  const nlohmann::json j = nlohmann::json::parse(frontdoor::RequestRecordJson(Record()));
   EXPECT_EQ(j["api"], "grpc");
   EXPECT_EQ(j["request_id"], "gen-1");
   EXPECT_EQ(j["worker"], "10.0.0.2:50061");
@@ -45,9 +45,9 @@ TEST(RequestLogTest, ARecordIsOneJsonObjectWithEveryField) {
 }
 
 TEST(RequestLogTest, InvalidUtf8FromTheClientIsReplacedNotThrown) {
-  RequestRecord r = Record();
+  frontdoor::RequestRecord r = Record();
   r.request_id = "bad\xC3\x28id\n";
-  const std::string line = RequestRecordJson(r);
+  const std::string line = frontdoor::RequestRecordJson(r);
   EXPECT_EQ(line.find('\n'), std::string::npos) << "one line per request";
   const nlohmann::json j = nlohmann::json::parse(line);
   EXPECT_EQ(j["request_id"], "bad\xEF\xBF\xBD(id\n");
@@ -57,7 +57,7 @@ TEST(RequestLogTest, ConcurrentWritersNeverInterleaveLines) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
   {
-    RequestLog log(true, f);
+    frontdoor::RequestLog log(true, f);
     std::vector<std::thread> writers;
     for (int t = 0; t < 4; ++t) {
       writers.emplace_back([&log] {
@@ -80,7 +80,7 @@ TEST(RequestLogTest, ConcurrentWritersNeverInterleaveLines) {
 TEST(RequestLogTest, ADisabledLogWritesNothing) {
   std::FILE* f = std::tmpfile();
   ASSERT_NE(f, nullptr);
-  RequestLog log(false, f);
+  frontdoor::RequestLog log(false, f);
   log.Write(Record());
   EXPECT_EQ(std::ftell(f), 0);
   std::fclose(f);

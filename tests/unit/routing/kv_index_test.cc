@@ -13,7 +13,7 @@
 #include "gtest/gtest.h"
 #include "kvcache/block_hash.h"
 
-namespace baton::router {
+namespace baton::routing {
 namespace {
 
 using kvcache::BlockHash;
@@ -293,4 +293,4 @@ TEST(KvIndexTest, TheBoundIsPerWorker) {
 }
 
 }  // namespace
-}  // namespace baton::router
+}  // namespace baton::routing

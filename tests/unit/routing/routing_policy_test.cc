@@ -10,7 +10,7 @@
 #include "gtest/gtest.h"
 #include "kvcache/block_hash.h"
 
-namespace baton::router {
+namespace baton::routing {
 namespace {
 
 using ::testing::HasSubstr;
@@ -191,4 +191,4 @@ TEST(RoutingPolicyTest, LoadBaselines) {
 }
 
 }  // namespace
-}  // namespace baton::router
+}  // namespace baton::routing
