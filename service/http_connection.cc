@@ -347,6 +347,14 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
                               options)) {
       ec = http::error::header_limit;
     }
+    if (!ec) {
+      if (absl::Status te = CheckTransferEncoding(parser.get()); !te.ok()) {
+        SendErrorAndClose(stream, te.code() == absl::StatusCode::kUnimplemented ? 501 : 400,
+                          std::string_view(te.message().data(), te.message().size()),
+                          "invalid_request_error");
+        return;
+      }
+    }
     if (!ec && !parser.is_done()) {
       const auto& header = parser.get();
       if (header.version() >= 11 && beast::iequals(header[http::field::expect], "100-continue")) {

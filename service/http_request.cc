@@ -44,6 +44,9 @@ absl::StatusOr<HttpRequest> ParseHttpRequest(std::string_view bytes,
         if (http_internal::HeaderTooLarge(offset, limits)) {
           return http_internal::ParseErrorStatus(http::error::header_limit, limits);
         }
+        if (absl::Status te = http_internal::CheckTransferEncoding(parser.get()); !te.ok()) {
+          return te;
+        }
         parser.eager(true);
         continue;
       }

@@ -1,11 +1,14 @@
 #include "service/request_parser.h"
 
 #include <algorithm>
+#include <cctype>
 #include <cstdint>
 #include <limits>
 #include <string>
+#include <vector>
 
 #include "boost/beast/http/error.hpp"
+#include "boost/beast/http/rfc7230.hpp"
 #include "common/strings.h"
 
 namespace baton::service {
@@ -31,6 +34,38 @@ bool FieldsTooLarge(const HttpRequest& request, const HttpServerOptions& limits)
   size_t bytes = request.method.size() + request.target.size();
   for (const auto& [name, value] : request.headers) bytes += name.size() + value.size();
   return bytes > limits.max_header_bytes;
+}
+
+absl::Status CheckTransferEncoding(const http::request_header<http::fields>& header) {
+  if (header.count(http::field::transfer_encoding) == 0) return absl::OkStatus();
+  // Every Transfer-Encoding field, in order, forms one list of codings.
+  std::vector<std::string> codings;
+  std::string list;
+  for (auto it = header.find(http::field::transfer_encoding);
+       it != header.end() && it->name() == http::field::transfer_encoding; ++it) {
+    for (auto coding : http::token_list(it->value())) {
+      std::string lower(coding.data(), coding.size());
+      std::transform(lower.begin(), lower.end(), lower.begin(),
+                     [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+      list.append(list.empty() ? "" : ", ").append(lower);
+      codings.push_back(std::move(lower));
+    }
+  }
+  constexpr size_t kShown = 64;  // the field may be as long as the header limit
+  if (list.size() > kShown) list = StrCat(list.substr(0, kShown), "...");
+  if (codings.empty() || codings.back() != "chunked") {
+    return absl::InvalidArgumentError(
+        StrCat("Transfer-Encoding '", list,
+               "' does not end in 'chunked'; send the body with Content-Length or with "
+               "Transfer-Encoding: chunked"));
+  }
+  if (codings.size() > 1) {
+    return absl::UnimplementedError(
+        StrCat("Transfer-Encoding '", list,
+               "' is not supported; this server decodes only 'chunked': send the body with "
+               "Transfer-Encoding: chunked alone"));
+  }
+  return absl::OkStatus();
 }
 
 HttpRequest ToHttpRequest(http::request<http::string_body>&& message) {

@@ -24,6 +24,14 @@ bool HeaderTooLarge(size_t header_bytes, const HttpServerOptions& limits);
 // Chunked trailers are merged into the fields after the body, past both checks above; the
 // request's method, target and every field together must also fit the header limit.
 bool FieldsTooLarge(const HttpRequest& request, const HttpServerOptions& limits);
+// RFC 9112 6.1 and 6.3: a request's Transfer-Encoding must be exactly "chunked", the only
+// coding the server decodes. Beast reads any other value as "no body", and the body would
+// then be parsed as the next request on the connection (request smuggling). Unimplemented
+// (501) for a list that ends in chunked but adds another coding ("gzip, chunked");
+// InvalidArgument (400) for one that does not end in chunked ("xchunked", "identity").
+// Either way the server answers and closes the connection.
+absl::Status CheckTransferEncoding(
+    const boost::beast::http::request_header<boost::beast::http::fields>& header);
 HttpRequest ToHttpRequest(boost::beast::http::request<boost::beast::http::string_body>&& message);
 // The Status for a Beast parse error (header_limit, body_limit or anything else).
 absl::Status ParseErrorStatus(const boost::system::error_code& ec, const HttpServerOptions& limits);

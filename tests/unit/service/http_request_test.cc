@@ -1,6 +1,7 @@
 #include "service/http_request.h"
 
 #include <string>
+#include <vector>
 
 #include "common/strings.h"
 #include "gmock/gmock.h"
@@ -46,6 +47,37 @@ TEST(ParseHttpRequestTest, ParsesBodiesByLengthAndChunked) {
   ASSERT_TRUE(r.ok()) << r.status();
   EXPECT_EQ(r->path, "/a");
   EXPECT_EQ(r->version, 10);
+}
+
+// RFC 9112 6.1/6.3: a coding other than chunked would make the body read as "none" and
+// parsed as the next request; it is refused, and named.
+TEST(ParseHttpRequestTest, RefusesTransferCodingsOtherThanChunked) {
+  const std::string smuggled = "GET /metrics HTTP/1.1\r\nHost: a\r\n\r\n";
+  struct Case {
+    std::string fields;
+    absl::StatusCode code;
+    std::string named;  // how the message names the coding
+  };
+  for (const Case& c : {
+           Case{"Transfer-Encoding: xchunked", absl::StatusCode::kInvalidArgument,
+                "Transfer-Encoding 'xchunked'"},
+           Case{"Transfer-Encoding: identity", absl::StatusCode::kInvalidArgument,
+                "Transfer-Encoding 'identity'"},
+           // Beast itself refuses a field after the one that ends in chunked.
+           Case{"Transfer-Encoding: chunked\r\nTransfer-Encoding: gzip",
+                absl::StatusCode::kInvalidArgument, "bad Transfer-Encoding"},
+           Case{"Transfer-Encoding: gzip, Chunked", absl::StatusCode::kUnimplemented,
+                "Transfer-Encoding 'gzip, chunked'"},
+           Case{"Transfer-Encoding: ,", absl::StatusCode::kInvalidArgument, "Transfer-Encoding ''"},
+       }) {
+    auto r = ParseHttpRequest(
+        StrCat("POST / HTTP/1.1\r\nHost: a\r\n", c.fields, "\r\n\r\n", smuggled), {});
+    EXPECT_EQ(r.status().code(), c.code) << c.fields;
+    EXPECT_THAT(r.status().message(), HasSubstr(c.named)) << c.fields;
+  }
+  // The one coding the server decodes, in any case.
+  auto ok = ParseHttpRequest("POST / HTTP/1.1\r\nTransfer-Encoding: CHUNKED\r\n\r\n0\r\n\r\n", {});
+  EXPECT_TRUE(ok.ok()) << ok.status();
 }
 
 TEST(ParseHttpRequestTest, RejectsMalformedAndIncompleteInput) {

@@ -5,6 +5,8 @@
 #include <random>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "absl/synchronization/notification.h"
 #include "common/strings.h"
@@ -399,6 +401,29 @@ TEST(HttpServerTest, MalformedRequestsGet400) {
     EXPECT_EQ(r->result_int(), 400) << bad;
     ExpectErrorEnvelope(*r, "malformed HTTP request");
     EXPECT_TRUE(c.WaitClosed());
+  }
+  EXPECT_EQ(calls.load(), 0);
+}
+
+// A smuggled second request behind an unknown coding is never served: the server answers
+// the first with an error and closes (RFC 9112 6.1: 501 for a coding it lacks, 6.3: 400
+// when chunked is not the last coding).
+TEST(HttpServerTest, TransferCodingsOtherThanChunkedAreRefusedAndClose) {
+  std::atomic<int> calls{0};
+  auto server = StartServer([&](const HttpRequest& r, HttpResponder& out) {
+    ++calls;
+    Echo(r, out);
+  });
+  for (const auto& [coding, status] : std::vector<std::pair<std::string, int>>{
+           {"xchunked", 400}, {"identity", 400}, {"gzip, chunked", 501}}) {
+    TestClient c(server->port());
+    ASSERT_TRUE(c.Send(StrCat("POST /a HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: ", coding,
+                              "\r\n\r\nGET /metrics HTTP/1.1\r\nHost: a\r\n\r\n")));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r) << coding;
+    EXPECT_EQ(r->result_int(), status) << coding;
+    ExpectErrorEnvelope(*r, StrCat("Transfer-Encoding '", coding, "'"));
+    EXPECT_TRUE(c.WaitClosed()) << coding;
   }
   EXPECT_EQ(calls.load(), 0);
 }
