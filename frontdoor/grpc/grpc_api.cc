@@ -163,7 +163,14 @@ absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
   }
   const pb::SamplingParams& s = in.sampling();
   if (s.has_temperature()) r.temperature = s.temperature();
-  if (s.has_top_k()) r.top_k = s.top_k();
+  if (s.has_top_k()) {
+    // As over HTTP: -1 and 0 mean off; the worker checks the vocabulary bound.
+    if (s.top_k() < -1) {
+      return absl::InvalidArgumentError(
+          StrCat("sampling.top_k is ", s.top_k(), "; it must be -1 or 0 (off) or at least 1"));
+    }
+    r.top_k = s.top_k();
+  }
   if (s.has_top_p()) r.top_p = s.top_p();
   if (s.has_min_p()) r.min_p = s.min_p();
   if (s.has_repetition_penalty()) r.repetition_penalty = s.repetition_penalty();
@@ -184,6 +191,7 @@ absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
           StrCat("stop.max_tokens is ", stop.max_tokens(), "; it must be at least 1"));
     }
     r.max_tokens = stop.max_tokens();
+    r.max_tokens_param = "stop.max_tokens";
   }
   if (stop.stop_size() > limits.max_stop) {
     return absl::InvalidArgumentError(

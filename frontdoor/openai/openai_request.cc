@@ -333,7 +333,8 @@ absl::Status ParseCommon(const Fields& f, const ProtocolLimits& limits, OpenAiRe
   BATON_RETURN_IF_ERROR(f.Number("repetition_penalty", &r->repetition_penalty));
   BATON_RETURN_IF_ERROR(f.Number("presence_penalty", &r->presence_penalty));
   BATON_RETURN_IF_ERROR(f.Number("frequency_penalty", &r->frequency_penalty));
-  BATON_RETURN_IF_ERROR(f.Int("top_k", kInt64Min, kInt64Max, &r->top_k));
+  // -1 and 0 both mean off (vLLM); the worker checks the upper bound, the vocabulary size.
+  BATON_RETURN_IF_ERROR(f.Int("top_k", -1, kInt64Max, &r->top_k));
   std::optional<int64_t> seed;
   BATON_RETURN_IF_ERROR(f.Int("seed", kInt64Min, kInt64Max, &seed));
   if (seed) r->seed = static_cast<uint64_t>(*seed);
@@ -662,6 +663,7 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body,
   BATON_RETURN_IF_ERROR(f.Int("max_tokens", 1, kInt64Max, &max_tokens));
   BATON_RETURN_IF_ERROR(f.Int("max_completion_tokens", 1, kInt64Max, &max_completion_tokens));
   r.max_tokens = max_completion_tokens ? max_completion_tokens : max_tokens;
+  if (max_completion_tokens) r.max_tokens_param = "max_completion_tokens";
   bool logprobs = false;
   BATON_RETURN_IF_ERROR(f.Bool("logprobs", &logprobs));
   std::optional<int64_t> top;

@@ -15,9 +15,10 @@
 // known features we do not implement (echo, best_of, guided decoding, ...) are rejected
 // rather than silently ignored.
 //
-// Only protocol-level bounds are checked here. Sampling ranges (temperature >= 0, top_p in
-// (0, 1], ...), token ids against the vocabulary and max_tokens against the context length
-// are the worker's and the tokenizer's to check; non-finite numbers are rejected here.
+// Only protocol-level bounds are checked here, and top_k's lower bound (-1). Sampling
+// ranges (temperature >= 0, top_p in (0, 1], ...) and token ids against the vocabulary are
+// the worker's and the tokenizer's to check, max_tokens against the context length is
+// FitToContext's (request_builder.h); non-finite numbers are rejected here.
 #pragma once
 
 #include <cstddef>
@@ -72,6 +73,7 @@ struct OpenAiRequest {
   // Chat: max_completion_tokens wins over max_tokens; unset means "up to the context".
   // Completions: 16 when absent (OpenAI and vLLM); an explicit null means unset.
   std::optional<int64_t> max_tokens;
+  std::string max_tokens_param = "max_tokens";  // the field it came from, for errors
   int n = 1;
   std::vector<std::string> stop;  // "stop": a string or an array of strings
   std::vector<int32_t> stop_token_ids;

@@ -2,11 +2,13 @@
 
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <random>
 #include <utility>
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "frontdoor/openai/openai_error.h"
 
 namespace baton::frontdoor {
 
@@ -16,6 +18,36 @@ std::string NewRequestId(const std::string& prefix) {
   std::snprintf(hex, sizeof(hex), "%016llx%016llx", static_cast<unsigned long long>(rng()),
                 static_cast<unsigned long long>(rng()));
   return StrCat(prefix, "-", hex);
+}
+
+absl::StatusOr<int64_t> FitToContext(int64_t context, int64_t prompt_tokens,
+                                     const OpenAiRequest& r) {
+  const char* what = r.kind == OpenAiRequest::Kind::kChat ? "messages" : "prompt";
+  if (prompt_tokens == 0) {
+    return ParamError(what, StrCat("the ", what, " is empty after tokenization"));
+  }
+  if (prompt_tokens >= context) {
+    return ParamError(what,
+                      StrCat("This model's maximum context length is ", context,
+                             " tokens. However, your request has ", prompt_tokens,
+                             " input tokens. Please reduce the length of the input ", what, "."));
+  }
+  if (!r.max_tokens) return context - prompt_tokens;
+  const int64_t max_tokens = *r.max_tokens;
+  // Compared without the sum, which a max_tokens near 2^63 would overflow; the total in the
+  // message saturates for the same reason.
+  if (max_tokens > context - prompt_tokens) {
+    const int64_t requested = max_tokens > std::numeric_limits<int64_t>::max() - prompt_tokens
+                                  ? std::numeric_limits<int64_t>::max()
+                                  : prompt_tokens + max_tokens;
+    return ParamError(r.max_tokens_param,
+                      StrCat("This model's maximum context length is ", context,
+                             " tokens. However, you requested ", requested, " tokens (",
+                             prompt_tokens, " in the ", what, ", ", max_tokens,
+                             " in the completion). Please reduce the length of the ", what,
+                             " or completion ('", r.max_tokens_param, "')."));
+  }
+  return max_tokens;
 }
 
 absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedModel& model,
@@ -43,7 +75,7 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   BATON_ASSIGN_OR_RETURN(
       const int64_t max_tokens,
-      model.FitToContext(static_cast<int64_t>(g.prompt_ids.size()), r.max_tokens, chat));
+      FitToContext(model.max_model_len(), static_cast<int64_t>(g.prompt_ids.size()), r));
   BATON_RETURN_IF_ERROR(model.CheckTokenIds(r.stop_token_ids));
 
   baton::internal::v1::SamplingParams& p = g.params;

@@ -3,6 +3,7 @@
 // tokenizer, the context-length check, and the sampling parameters.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 #include "absl/status/statusor.h"
@@ -21,6 +22,13 @@ struct BuiltRequest {
 // `id_prefix` starts generated request ids ("cmpl", "chatcmpl").
 absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& request, const ServedModel& model,
                                           const std::string& id_prefix);
+
+// The prompt must leave room for one token, and prompt + max_tokens must fit `context`.
+// Returns the max_tokens to send: the request's, or the rest of the context when unset.
+// Errors name the parameter: "prompt" or "messages" for the input, or the field that
+// max_tokens came from.
+absl::StatusOr<int64_t> FitToContext(int64_t context, int64_t prompt_tokens,
+                                     const OpenAiRequest& request);
 
 // A fresh id: "<prefix>-" and 32 hex digits.
 std::string NewRequestId(const std::string& prefix);

@@ -75,28 +75,4 @@ absl::Status ServedModel::CheckTokenIds(const std::vector<int32_t>& ids) const {
   return absl::OkStatus();
 }
 
-absl::StatusOr<int64_t> ServedModel::FitToContext(int64_t prompt_tokens,
-                                                  std::optional<int64_t> max_tokens,
-                                                  bool chat) const {
-  const int64_t context = max_model_len();
-  const char* what = chat ? "messages" : "prompt";
-  if (prompt_tokens == 0) {
-    return absl::InvalidArgumentError(StrCat("the ", what, " is empty after tokenization"));
-  }
-  if (prompt_tokens >= context) {
-    return absl::InvalidArgumentError(StrCat(
-        "This model's maximum context length is ", context, " tokens. However, your request has ",
-        prompt_tokens, " input tokens. Please ", "reduce the length of the input ", what, "."));
-  }
-  if (!max_tokens) return context - prompt_tokens;
-  if (prompt_tokens + *max_tokens > context) {
-    return absl::InvalidArgumentError(StrCat(
-        "This model's maximum context length is ", context, " tokens. However, you requested ",
-        prompt_tokens + *max_tokens, " tokens (", prompt_tokens, " in the ", what, ", ",
-        *max_tokens, " in the completion). Please reduce the length of the ", what,
-        " or completion ('max_tokens')."));
-  }
-  return *max_tokens;
-}
-
 }  // namespace baton::frontdoor

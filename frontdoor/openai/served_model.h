@@ -48,11 +48,6 @@ class ServedModel {
   // Every id must be in the vocabulary.
   absl::Status CheckTokenIds(const std::vector<int32_t>& ids) const;
 
-  // The prompt must leave room for one token; prompt + max_tokens must fit the context.
-  // Returns the max_tokens to send: `max_tokens`, or the rest of the context when unset.
-  absl::StatusOr<int64_t> FitToContext(int64_t prompt_tokens, std::optional<int64_t> max_tokens,
-                                       bool chat) const;
-
  private:
   std::string name_;
   int64_t created_ = 0;

@@ -95,25 +95,34 @@ const tokens = (n) => 'dog'.concat(' dog'.repeat(n - 1));
 test('a prompt longer than the context is a 400 with vLLM\'s message', async () => {
   const res = await post(compUrl(), { model: MODEL_NAME, prompt: tokens(700), max_tokens: 5 });
   const e = assertError(res, 400, {
+    param: 'prompt',
     pattern: /^This model's maximum context length is 512 tokens\. However, your request has (\d+) input tokens\./,
   });
   const n = Number(/has (\d+) input tokens/.exec(e.message)[1]);
   assert.ok(n > 512, `input tokens ${n}`);
   // Chat says the same of its messages.
   const chat = await post(chatUrl(), { model: MODEL_NAME, messages: [{ role: 'user', content: tokens(700) }] });
-  assertError(chat, 400, { pattern: /maximum context length is 512 tokens\. However, your request has \d+ input tokens/ });
+  assertError(chat, 400, {
+    param: 'messages',
+    pattern: /maximum context length is 512 tokens\. However, your request has \d+ input tokens/,
+  });
 });
 
 test('max_tokens beyond the context is a 400 with vLLM\'s message', async () => {
   const res = await post(compUrl(), { model: MODEL_NAME, prompt: 'Once upon a time', max_tokens: 1000 });
   const e = assertError(res, 400, {
+    param: 'max_tokens',
     pattern: /maximum context length is 512 tokens\. However, you requested (\d+) tokens \((\d+) in the prompt, 1000 in the completion\)/,
   });
   const [, total, prompt] = /requested (\d+) tokens \((\d+) in/.exec(e.message);
   assert.equal(Number(total), Number(prompt) + 1000);
   assert.ok(e.message.includes('max_tokens'));
   const chat = await post(chatUrl(), { model: MODEL_NAME, messages: hi, max_completion_tokens: 600 });
-  assertError(chat, 400, { pattern: /However, you requested \d+ tokens \(\d+ in the messages, 600 in the completion\)/ });
+  // The error names the field the client sent.
+  assertError(chat, 400, {
+    param: 'max_completion_tokens',
+    pattern: /However, you requested \d+ tokens \(\d+ in the messages, 600 in the completion\)/,
+  });
 });
 
 test('n too large and too many stop strings are a 400 naming the limit', async () => {

@@ -1,8 +1,11 @@
 // The baton.v1 GenerateRequest checks (FromProto): every client string has a bound, and the
 // error names the field.
+#include <cstdint>
+#include <limits>
 #include <string>
 
 #include "frontdoor/grpc/grpc_api.h"
+#include "frontdoor/openai/request_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -47,6 +50,36 @@ TEST(GrpcRequestTest, RequestIdMustNotCarryControlCharacters) {
       frontdoor::FromProto(r, frontdoor::ProtocolLimits());
   ASSERT_FALSE(got.ok());
   EXPECT_THAT(std::string(got.status().message()), HasSubstr("request_id must not contain"));
+}
+
+// As over HTTP, top_k below -1 is refused (it was once passed on as "off"), down to
+// INT64_MIN.
+TEST(GrpcRequestTest, TopKBelowMinusOneIsRefused) {
+  for (int64_t top_k : {int64_t{-2}, std::numeric_limits<int64_t>::min()}) {
+    baton::v1::GenerateRequest r = Request();
+    r.mutable_sampling()->set_top_k(top_k);
+    absl::StatusOr<frontdoor::OpenAiRequest> got =
+        frontdoor::FromProto(r, frontdoor::ProtocolLimits());
+    ASSERT_FALSE(got.ok()) << top_k;
+    EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+    EXPECT_THAT(std::string(got.status().message()), HasSubstr("sampling.top_k is "));
+  }
+  for (int64_t top_k : {-1, 0, 1}) {
+    baton::v1::GenerateRequest r = Request();
+    r.mutable_sampling()->set_top_k(top_k);
+    EXPECT_TRUE(frontdoor::FromProto(r, frontdoor::ProtocolLimits()).ok()) << top_k;
+  }
+}
+
+// A too-large max_tokens names the gRPC field in the message.
+TEST(GrpcRequestTest, MaxTokensKeepsItsFieldName) {
+  baton::v1::GenerateRequest r = Request();
+  r.mutable_stop()->set_max_tokens(1000);
+  absl::StatusOr<frontdoor::OpenAiRequest> got =
+      frontdoor::FromProto(r, frontdoor::ProtocolLimits());
+  ASSERT_TRUE(got.ok()) << got.status();
+  absl::StatusOr<int64_t> fit = frontdoor::FitToContext(512, 10, *got);
+  EXPECT_THAT(std::string(fit.status().message()), HasSubstr("('stop.max_tokens')"));
 }
 
 }  // namespace

@@ -1,9 +1,13 @@
 #include "frontdoor/openai/openai_protocol.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "common/strings.h"
+#include "frontdoor/openai/request_builder.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 
@@ -170,6 +174,9 @@ INSTANTIATE_TEST_SUITE_P(
                 "prompt[0]"},
         BadCase{"PromptObject", false, R"({"prompt": [{}]})", "'prompt[0]' must be a string",
                 "prompt[0]"},
+        // -1 and 0 mean off; anything lower was once passed on as "off".
+        BadCase{"TopKBelowMinusOne", false, Completion(R"("top_k": -5)"),
+                "'top_k' must be at least -1, got -5", "top_k"},
         BadCase{"MaxTokensNegative", false, Completion(R"("max_tokens": -5)"),
                 "'max_tokens' must be at least 1, got -5", "max_tokens"},
         BadCase{"MaxTokensZero", false, Completion(R"("max_tokens": 0)"),
@@ -638,6 +645,41 @@ TEST(ResponseTest, Models) {
   EXPECT_EQ(list["object"], "list");
   EXPECT_EQ(list["data"].size(), 2u);
   EXPECT_EQ(Json::parse(frontdoor::ModelListJson({}))["data"], Json::array());
+}
+
+// The context check names what to shorten, and a max_tokens near 2^63 (which once
+// overflowed the sum and passed) is refused like any other too large.
+TEST(FitToContextTest, NamesTheParameterAndDoesNotOverflow) {
+  constexpr int64_t kMax = std::numeric_limits<int64_t>::max();
+  frontdoor::OpenAiRequest completion;
+  completion.max_tokens = kMax;
+  absl::StatusOr<int64_t> fit = frontdoor::FitToContext(512, 10, completion);
+  ASSERT_FALSE(fit.ok());
+  EXPECT_EQ(fit.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(frontdoor::ParamOf(fit.status()), "max_tokens");
+  EXPECT_THAT(std::string(fit.status().message()),
+              HasSubstr(StrCat("you requested ", kMax, " tokens (10 in the prompt, ", kMax,
+                               " in the completion)")));
+
+  completion.max_tokens = 502;  // exactly the rest of the context
+  EXPECT_EQ(frontdoor::FitToContext(512, 10, completion).value_or(-1), 502);
+  completion.max_tokens = 503;
+  EXPECT_EQ(frontdoor::ParamOf(frontdoor::FitToContext(512, 10, completion).status()),
+            "max_tokens");
+  completion.max_tokens.reset();
+  EXPECT_EQ(frontdoor::FitToContext(512, 10, completion).value_or(-1), 502);
+  EXPECT_EQ(frontdoor::ParamOf(frontdoor::FitToContext(512, 512, completion).status()), "prompt");
+  EXPECT_EQ(frontdoor::ParamOf(frontdoor::FitToContext(512, 0, completion).status()), "prompt");
+
+  absl::StatusOr<frontdoor::OpenAiRequest> chat = frontdoor::ParseChatRequest(
+      R"({"messages": [{"role": "user", "content": "hi"}], "max_completion_tokens": 600})",
+      kLimits);
+  ASSERT_TRUE(chat.ok()) << chat.status();
+  fit = frontdoor::FitToContext(512, 10, *chat);
+  EXPECT_EQ(frontdoor::ParamOf(fit.status()), "max_completion_tokens");
+  EXPECT_THAT(std::string(fit.status().message()),
+              HasSubstr("(10 in the messages, 600 in the completion)"));
+  EXPECT_EQ(frontdoor::ParamOf(frontdoor::FitToContext(512, 600, *chat).status()), "messages");
 }
 
 }  // namespace
