@@ -28,8 +28,9 @@ absl::Status CheckChat(const pb::ChatInput& chat, const ProtocolLimits& limits,
                                              " messages; the maximum is ", limits.max_messages));
   }
   nlohmann::ordered_json messages = nlohmann::ordered_json::array();
-  for (const pb::ChatMessage& m : chat.messages()) {
-    if (m.role().empty()) return absl::InvalidArgumentError("chat.messages[].role is empty");
+  for (int i = 0; i < chat.messages_size(); ++i) {
+    const pb::ChatMessage& m = chat.messages(i);
+    BATON_RETURN_IF_ERROR(CheckMessageRole(m.role(), StrCat("chat.messages[", i, "].role")));
     messages.push_back({{"role", m.role()}, {"content", m.content()}});
   }
   *out = nlohmann::ordered_json{{"messages", std::move(messages)}};

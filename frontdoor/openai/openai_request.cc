@@ -503,11 +503,8 @@ absl::StatusOr<Json> ReadMessage(const Json& message, size_t i, const ProtocolLi
   if (role == nullptr)
     return ParamError(m.Path("role"), StrCat("'", m.Path("role"), "' is required"));
   if (!role->is_string()) return TypeError(m.Path("role"), "a string", *role);
-  // Any role string is passed on (vLLM allows custom roles); the template decides.
   const auto& role_name = role->get_ref<const std::string&>();
-  if (role_name.empty()) {
-    return ParamError(m.Path("role"), StrCat("'", m.Path("role"), "' must not be empty"));
-  }
+  BATON_RETURN_IF_ERROR(CheckMessageRole(role_name, m.Path("role")));
   BATON_ASSIGN_OR_RETURN(std::string content, ReadContent(m, role_name));
   Json out = Json::object();
   out["role"] = role_name;
@@ -616,6 +613,20 @@ absl::Status ParseTemplateKwargs(const Fields& f, OpenAiRequest* r) {
 }
 
 }  // namespace
+
+absl::Status CheckMessageRole(std::string_view role, const std::string& path) {
+  // OpenAI's set. vLLM passes any role on to the template, where a role the template does
+  // not know is silently dropped or rendered as text the model takes for a turn marker.
+  static constexpr std::string_view kRoles[] = {"system",    "developer", "user",
+                                                "assistant", "tool",      "function"};
+  if (role.empty()) return ParamError(path, StrCat("'", path, "' must not be empty"));
+  for (std::string_view known : kRoles) {
+    if (role == known) return absl::OkStatus();
+  }
+  return ParamError(path, StrCat("Invalid value for '", path, "': '", Preview(role),
+                                 "'. Supported values are: 'system', 'developer', 'user', "
+                                 "'assistant', 'tool', and 'function'."));
+}
 
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body,
                                                      const ProtocolLimits& limits) {

@@ -99,6 +99,10 @@ struct OpenAiRequest {
   std::string prompt_cache_key;
 };
 
+// A chat message's role must be one of OpenAI's: system, developer, user, assistant, tool,
+// function. InvalidArgument naming `path` (the parameter) otherwise.
+absl::Status CheckMessageRole(std::string_view role, const std::string& path);
+
 absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body,
                                                      const ProtocolLimits& limits);
 absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body, const ProtocolLimits& limits);

@@ -71,6 +71,24 @@ TEST(GrpcRequestTest, TopKBelowMinusOneIsRefused) {
   }
 }
 
+// Chat roles are OpenAI's set over gRPC too, and the error says which message.
+TEST(GrpcRequestTest, UnknownChatRolesAreRefused) {
+  baton::v1::GenerateRequest r;
+  baton::v1::ChatMessage* m = r.mutable_chat()->add_messages();
+  m->set_role("user");
+  m->set_content("hi");
+  m = r.mutable_chat()->add_messages();
+  m->set_role("narrator");
+  absl::StatusOr<frontdoor::OpenAiRequest> got =
+      frontdoor::FromProto(r, frontdoor::ProtocolLimits());
+  ASSERT_FALSE(got.ok());
+  EXPECT_EQ(got.status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_THAT(std::string(got.status().message()),
+              HasSubstr("Invalid value for 'chat.messages[1].role': 'narrator'"));
+  m->set_role("developer");
+  EXPECT_TRUE(frontdoor::FromProto(r, frontdoor::ProtocolLimits()).ok());
+}
+
 // A too-large max_tokens names the gRPC field in the message.
 TEST(GrpcRequestTest, MaxTokensKeepsItsFieldName) {
   baton::v1::GenerateRequest r = Request();

@@ -205,6 +205,15 @@ INSTANTIATE_TEST_SUITE_P(
                 "'messages[0].role' is required", "messages[0].role"},
         BadCase{"RoleNumber", true, R"({"messages": [{"role": 1, "content": "x"}]})",
                 "'messages[0].role' must be a string, got number", "messages[0].role"},
+        // OpenAI's roles only; a made-up one was once passed to the template.
+        BadCase{"RoleUnknown", true,
+                R"({"messages": [{"role": "user", "content": "a"}, {"role": "narrator",
+                   "content": "b"}]})",
+                "Invalid value for 'messages[1].role': 'narrator'. Supported values are: "
+                "'system', 'developer', 'user', 'assistant', 'tool', and 'function'.",
+                "messages[1].role"},
+        BadCase{"RoleEmpty", true, R"({"messages": [{"role": "", "content": "b"}]})",
+                "'messages[0].role' must not be empty", "messages[0].role"},
         BadCase{"UserContentMissing", true, R"({"messages": [{"role": "user"}]})",
                 "'messages[0].content' is required for role 'user'", "messages[0].content"},
         BadCase{"ContentNumber", true, R"({"messages": [{"role": "user", "content": 3}]})",
