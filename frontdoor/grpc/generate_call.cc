@@ -108,7 +108,8 @@ class GenerateCall {
     if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {
       run_options_.deadline = deadline;
     }
-    request_id_ = built.generation.request_id;
+    request_id_ = built.response_id;
+    record_.worker_request_id = built.generation.request_id;
     run_options_.session = built.generation.session;
     record_.timings.tokenize_seconds = built.tokenize_seconds;
     BATON_ASSIGN_OR_RETURN(wire_, dispatch::WorkerRequest(built.generation, 0));

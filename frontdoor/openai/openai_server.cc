@@ -172,7 +172,7 @@ class Handler {
         BuildRequest(request, *c_.model, chat ? "chatcmpl" : "cmpl");
     if (!built.ok()) return SendError(out, built.status());
     Run run{request,
-            built->generation.request_id,
+            built->response_id,
             static_cast<int64_t>(std::time(nullptr)),
             arrival,
             {},
@@ -185,6 +185,7 @@ class Handler {
     for (int i = 0; i < request.n; ++i) run.choices[i].index = i;
     run.record.api = "http";
     run.record.request_id = run.id;
+    run.record.worker_request_id = built->generation.request_id;
     run.record.timings.tokenize_seconds = built->tokenize_seconds;
     c_.metrics->running().Increment();
     const int code = request.stream ? Stream(std::move(built->generation), run, out)

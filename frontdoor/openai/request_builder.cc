@@ -98,7 +98,11 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
   g.include_stop_str_in_output = r.include_stop_str_in_output;
   g.skip_special_tokens = r.skip_special_tokens;
   g.n = r.n;
-  g.request_id = r.request_id.empty() ? NewRequestId(id_prefix) : r.request_id;
+  // Unique whatever the client chose; the client's id rides at the end, so that a
+  // worker's log lines can be matched to the client's request.
+  g.request_id = r.request_id.empty() ? NewRequestId(id_prefix)
+                                      : StrCat(NewRequestId(id_prefix), ".", r.request_id);
+  out.response_id = r.request_id.empty() ? g.request_id : r.request_id;
   g.priority = r.priority;
   g.cache_salt = r.cache_salt;
   g.session = r.prompt_cache_key.empty() ? r.user : r.prompt_cache_key;

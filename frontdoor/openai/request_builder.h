@@ -14,7 +14,11 @@
 namespace baton::frontdoor {
 
 struct BuiltRequest {
+  // generation.request_id is the router's own, unique among requests in flight: the id
+  // the workers see ("cmpl-<32 hex>", then "." and the client's id when it chose one).
+  // Clients choose response_id, and two of them may choose the same.
   dispatch::GenerationRequest generation;
+  std::string response_id;      // the client's request_id, else generation.request_id
   double tokenize_seconds = 0;  // chat template and tokenization
 };
 

@@ -20,6 +20,7 @@ std::string RequestRecordJson(const RequestRecord& r) {
   nlohmann::ordered_json out = {
       {"api", r.api},
       {"request_id", r.request_id},
+      {"worker_request_id", r.worker_request_id},
       {"status", r.status},
       {"policy", r.policy},
       {"worker", r.worker},

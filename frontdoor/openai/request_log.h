@@ -30,9 +30,10 @@ struct RequestTimings {
 };
 
 struct RequestRecord {
-  std::string_view api;  // "http" or "grpc"
-  std::string request_id;
-  std::string status;  // HTTP: the status code; gRPC: the code's name
+  std::string_view api;           // "http" or "grpc"
+  std::string request_id;         // the response's id: the client's, when it chose one
+  std::string worker_request_id;  // the router's own id, which the workers log
+  std::string status;             // HTTP: the status code; gRPC: the code's name
   std::string_view policy;
   std::string worker;          // the serving (decode or colocated) worker
   std::string prefill_worker;  // split requests

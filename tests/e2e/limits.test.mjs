@@ -128,6 +128,21 @@ test('max_tokens beyond the context is a 400 with vLLM\'s message', async () => 
   });
 });
 
+// Client ids are the client's: two requests in flight with the same one both run (the
+// workers see the router's own ids), and each response carries the client's id.
+test('two requests in flight with the same request_id both succeed', async () => {
+  const body = {
+    model: MODEL_NAME, prompt: 'Once upon a time', max_tokens: 64, ignore_eos: true,
+    request_id: 'same-id',
+  };
+  const answers = await Promise.all([0, 1, 2, 3].map(() => post(compUrl(), body)));
+  for (const res of answers) {
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.id, 'same-id');
+    assert.equal(res.json.usage.completion_tokens, 64);
+  }
+});
+
 test('n too large and too many stop strings are a 400 naming the limit', async () => {
   assertError(await post(chatUrl(), { model: MODEL_NAME, messages: hi, n: 1000 }), 400,
     { param: 'n', pattern: /1000.*maximum is 16/ });

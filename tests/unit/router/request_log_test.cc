@@ -15,7 +15,8 @@ namespace {
 frontdoor::RequestRecord Record() {
   frontdoor::RequestRecord r;
   r.api = "grpc";
-  r.request_id = "gen-1";
+  r.request_id = "client-7";
+  r.worker_request_id = "gen-1";
   r.status = "OK";
   r.policy = "baton";
   r.worker = "10.0.0.2:50061";
@@ -33,7 +34,8 @@ frontdoor::RequestRecord Record() {
 TEST(RequestLogTest, ARecordIsOneJsonObjectWithEveryField) {
   const nlohmann::json j = nlohmann::json::parse(frontdoor::RequestRecordJson(Record()));
   EXPECT_EQ(j["api"], "grpc");
-  EXPECT_EQ(j["request_id"], "gen-1");
+  EXPECT_EQ(j["request_id"], "client-7");
+  EXPECT_EQ(j["worker_request_id"], "gen-1");
   EXPECT_EQ(j["worker"], "10.0.0.2:50061");
   EXPECT_EQ(j["prefill_worker"], "10.0.0.1:50061");
   EXPECT_EQ(j["expected_cached_tokens"], 96);
