@@ -28,8 +28,10 @@ void CheckResult(const absl::StatusOr<baton::service::HttpRequest>& r,
                  const baton::service::HttpServerOptions& limits) {
   if (!r.ok()) {
     const absl::StatusCode code = r.status().code();
+    // Unimplemented: a transfer coding other than chunked before the final chunked (501).
     Require(code == absl::StatusCode::kInvalidArgument ||
-            code == absl::StatusCode::kResourceExhausted);
+            code == absl::StatusCode::kResourceExhausted ||
+            code == absl::StatusCode::kUnimplemented);
     if (code == absl::StatusCode::kResourceExhausted) {
       // The message names the limit that was hit.
       const std::string message(r.status().message());
