@@ -300,6 +300,40 @@ absl::Status CheckVersion(uint32_t version) {
       absl::StrCat("gguf: unsupported version ", version, " (supported: 2 and 3)"));
 }
 
+std::string TensorWhere(size_t i, const TensorInfo& t) {
+  return absl::StrCat("tensor #", i, " (", Quote(t.name), ")");
+}
+
+// Each tensor must own its bytes. A corrupted type id can grow one tensor over the next,
+// which would then read another tensor's bytes as its own and load into garbage.
+// Empty tensors own no bytes and overlap nothing. In
+// offset order, if any two tensors overlap then so do two neighbours (the earlier of an
+// overlapping pair overlaps the tensor right after it), so sorting and one pass over
+// neighbours find any overlap in O(n log n).
+absl::Status CheckNoOverlap(const std::vector<TensorInfo>& tensors) {
+  std::vector<size_t> order;
+  order.reserve(tensors.size());
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    if (tensors[i].nbytes != 0) order.push_back(i);
+  }
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) {
+    return tensors[a].offset != tensors[b].offset ? tensors[a].offset < tensors[b].offset : a < b;
+  });
+  for (size_t k = 1; k < order.size(); ++k) {
+    const TensorInfo& prev = tensors[order[k - 1]];
+    // Parse checked offset + nbytes against the data section, so the sum cannot overflow.
+    if (tensors[order[k]].offset >= prev.offset + prev.nbytes) continue;
+    // Named in file order: the message is about the one listed later.
+    const size_t i = std::min(order[k - 1], order[k]), j = std::max(order[k - 1], order[k]);
+    const TensorInfo& a = tensors[i];
+    const TensorInfo& b = tensors[j];
+    return Invalid(TensorWhere(j, b),
+                   absl::StrCat("data [", b.offset, ", +", b.nbytes, ") overlaps ",
+                                TensorWhere(i, a), " data [", a.offset, ", +", a.nbytes, ")"));
+  }
+  return absl::OkStatus();
+}
+
 }  // namespace
 
 std::string_view ValueTypeName(ValueType type) {
@@ -425,16 +459,17 @@ absl::StatusOr<File> File::Parse(std::string_view bytes, const Limits& limits) {
   for (size_t i = 0; i < file.tensors_.size(); ++i) {
     const TensorInfo& t = file.tensors_[i];
     if (t.offset % file.alignment_ != 0) {
-      return Invalid(absl::StrCat("tensor #", i, " (", Quote(t.name), ")"),
+      return Invalid(TensorWhere(i, t),
                      absl::StrCat("offset ", t.offset, " is not a multiple of the alignment (",
                                   file.alignment_, ")"));
     }
     if (t.offset > data_size || t.nbytes > data_size - t.offset) {
-      return Invalid(absl::StrCat("tensor #", i, " (", Quote(t.name), ")"),
+      return Invalid(TensorWhere(i, t),
                      absl::StrCat("data [", t.offset, ", +", t.nbytes,
                                   ") lies outside the data section (", data_size, " bytes)"));
     }
   }
+  BATON_RETURN_IF_ERROR(CheckNoOverlap(file.tensors_));
   return file;
 }
 

@@ -61,6 +61,7 @@ struct TensorInfo {
   uint32_t type;               // ggml type id; see GgmlTypeGeometry
   uint64_t offset;             // relative to File::data_offset(); a multiple of alignment()
   uint64_t nbytes;             // size of the data; [data_offset+offset, +nbytes) is in the file
+                               // and overlaps no other tensor's
 };
 
 // True for a path ending in .gguf or a file starting with the GGUF magic.

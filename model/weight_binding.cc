@@ -139,12 +139,7 @@ class Binder {
   std::unordered_set<const void*> seen_;
 };
 
-struct LayerNames {
-  std::string attn_norm, q, k, v, o, mlp_norm, gate, up, down;
-  std::string Bias(const std::string& weight) const {
-    return weight.substr(0, weight.size() - std::string_view("weight").size()) + "bias";
-  }
-};
+}  // namespace
 
 LayerNames NamesFor(TensorNaming naming, int64_t i) {
   if (naming == TensorNaming::kHf) {
@@ -160,8 +155,6 @@ LayerNames NamesFor(TensorNaming naming, int64_t i) {
           p + "attn_v.weight",    p + "attn_output.weight", p + "ffn_norm.weight",
           p + "ffn_gate.weight",  p + "ffn_up.weight",      p + "ffn_down.weight"};
 }
-
-}  // namespace
 
 absl::StatusOr<Weights> BindWeights(ModelConfig* config, const TensorTable& table,
                                     TensorNaming naming, uint64_t* weight_bytes) {

@@ -49,6 +49,15 @@ struct ModelParts {
 // config->tie_word_embeddings becomes true). Biases: q/k/v required when
 // config->attention_bias; any q/k/v/o bias present is bound (GGUF sets attention_bias
 // from their presence). `weight_bytes` gets the bytes of every distinct tensor bound.
+// One layer's tensor names in a file of `naming` (what BindWeights looks up).
+struct LayerNames {
+  std::string attn_norm, q, k, v, o, mlp_norm, gate, up, down;
+  static std::string Bias(const std::string& weight) {
+    return weight.substr(0, weight.size() - std::string_view("weight").size()) + "bias";
+  }
+};
+LayerNames NamesFor(TensorNaming naming, int64_t layer);
+
 absl::StatusOr<Weights> BindWeights(ModelConfig* config, const TensorTable& table,
                                     TensorNaming naming, uint64_t* weight_bytes);
 

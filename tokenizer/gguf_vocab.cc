@@ -56,6 +56,22 @@ absl::StatusOr<int64_t> OptionalId(const gguf::File& f, std::string_view key) {
   return f.GetInt(key);
 }
 
+// Every real vocabulary is valid UTF-8: byte-level BPE spells each byte as a printable
+// code point, and SentencePiece writes raw bytes as ASCII "<0x0A>" tokens. So invalid
+// UTF-8 in a token means a corrupted file, which would otherwise load and emit garbage.
+absl::Status CheckTokenUtf8(std::string_view token, size_t index, std::string_view source) {
+  size_t pos = 0;
+  char32_t cp = 0;
+  while (pos < token.size()) {
+    const size_t at = pos;
+    if (!DecodeUtf8(token, &pos, &cp)) {
+      return Error(source, baton::StrCat("tokenizer.ggml.tokens[", index,
+                                         "] is not valid UTF-8 (bad sequence at byte ", at, ")"));
+    }
+  }
+  return absl::OkStatus();
+}
+
 // SentencePiece GGUFs carry scores, not merges. A pair of tokens may merge when their
 // concatenation is a normal token; higher scores merge first, equal scores leftmost.
 void BuildMergesFromScores(const std::vector<float>& scores, Vocab* v) {
@@ -177,6 +193,7 @@ absl::StatusOr<Vocab> VocabFromGguf(const gguf::File& f, std::string_view source
   v.tokens.reserve(n);
   v.token_to_id.reserve(n);
   for (size_t i = 0; i < n; ++i) {
+    BATON_RETURN_IF_ERROR(CheckTokenUtf8(tokens[i], i, source));
     v.tokens.emplace_back(tokens[i]);
     v.token_to_id.try_emplace(v.tokens.back(), static_cast<TokenId>(i));
   }

@@ -119,7 +119,7 @@ std::string Header(std::string_view magic, uint32_t version, uint64_t n_tensors,
   return out;
 }
 
-constexpr uint32_t kF32 = 0, kQ8_0 = 8;
+constexpr uint32_t kF32 = 0, kF16 = 1, kQ8_0 = 8;
 
 Builder AllTypes() {
   Builder b;
@@ -419,6 +419,51 @@ TEST(GgufFile, RejectsMalformedTensors) {
   ExpectInvalid(with([](Builder& b) { b.Tensor("t", {4}, kF32, 0); }, ""), "data");
 }
 
+// A tensor whose type id was corrupted to a wider type grows over the next one: "a" was
+// f16 (64 bytes at 0, then "b" at 64) and now claims f32 (128 bytes). Loaded, "a" would
+// read "b"'s bytes as its own.
+std::string OverlappingFile() {
+  Builder b;
+  b.Tensor("a", {32}, kF32, 0).Tensor("b", {32}, kF16, 64);
+  return b.Build(std::string(128, '\0'));
+}
+
+TEST(GgufFile, RejectsOverlappingTensors) {
+  ExpectInvalid(OverlappingFile(),
+                "gguf: tensor #1 ('b'): data [64, +64) overlaps tensor #0 ('a') data [0, +128)");
+
+  const std::string data(256, '\0');
+  auto parse = [&](auto add) {
+    Builder b;
+    add(b);
+    return File::Parse(b.Build(data)).status();
+  };
+  // Listed out of order: found by offset, named in file order.
+  EXPECT_THAT(parse([](Builder& b) {
+                b.Tensor("late", {8}, kF32, 32).Tensor("early", {16}, kF32, 0);
+              }).message(),
+              HasSubstr("tensor #1 ('early'): data [0, +64) overlaps tensor #0 ('late') data "
+                        "[32, +32)"));
+  // One inside another.
+  EXPECT_THAT(parse([](Builder& b) {
+                b.Tensor("big", {48}, kF32, 0).Tensor("inner", {8}, kF32, 64);
+              }).message(),
+              HasSubstr("tensor #1 ('inner'): data [64, +32) overlaps tensor #0 ('big') data "
+                        "[0, +192)"));
+  // The same range twice.
+  EXPECT_THAT(
+      parse([](Builder& b) { b.Tensor("x", {8}, kF32, 32).Tensor("y", {8}, kF32, 32); }).message(),
+      HasSubstr("tensor #1 ('y'): data [32, +32) overlaps tensor #0 ('x') data [32, +32)"));
+
+  // Back to back is fine, and an empty tensor owns no bytes, so it may sit anywhere.
+  absl::StatusOr<File> ok = File::Parse([&] {
+    Builder b;
+    b.Tensor("a", {8}, kF32, 0).Tensor("b", {8}, kF32, 32).Tensor("empty", {0, 4}, kF32, 32);
+    return b.Build(data);
+  }());
+  EXPECT_TRUE(ok.ok()) << ok.status();
+}
+
 TEST(GgufFile, EveryTruncationIsAnError) {
   const std::string bytes = FullFile();
   ASSERT_TRUE(File::Parse(bytes).ok());
@@ -542,6 +587,7 @@ TEST(GgufFile, DISABLED_WriteFuzzSeeds) {
       .Array("nested", ValueType::kArray, 2, inner + inner)
       .Tensor("w", {32, 2}, kQ8_0, 0);
   write("nested_aligned.gguf", nested.Build(std::string(68, '\x22'), 64));
+  write("overlapping_tensors.gguf", OverlappingFile());
 }
 
 }  // namespace

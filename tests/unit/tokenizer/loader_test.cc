@@ -1,14 +1,17 @@
 // Loading: paths, directories, and corrupt files, each an error that names what is wrong.
 #include "tokenizer/loader.h"
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <vector>
 
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "test_data.h"
+#include "tokenizer/gguf_vocab.h"
 #include "tokenizer/tokenizer_json.h"
 
 namespace baton::tokenizer {
@@ -116,6 +119,99 @@ TEST(LoaderTest, CorruptGgufVocabIsAnError) {
     auto files = LoadTokenizerFiles(path.string());
     EXPECT_FALSE(files.ok()) << "cut at " << cut;
   }
+}
+
+// A GGUF holding only a vocabulary: the keys VocabFromGguf needs for `model` ("llama":
+// tokens and scores; "gpt2": tokens and no merges).
+std::string VocabGguf(std::string_view model, const std::vector<std::string>& tokens) {
+  std::string out = "GGUF";
+  auto put = [&](auto v) {
+    char buf[sizeof(v)];
+    std::memcpy(buf, &v, sizeof(v));
+    out.append(buf, sizeof(v));
+  };
+  auto str = [&](std::string_view s) {
+    put(uint64_t{s.size()});
+    out.append(s);
+  };
+  auto array = [&](std::string_view key, uint32_t elem_type, size_t n) {
+    str(key);
+    put(uint32_t{9});  // array
+    put(elem_type);
+    put(uint64_t{n});
+  };
+  put(uint32_t{3});  // version
+  put(uint64_t{0});  // tensors
+  put(uint64_t{3});  // metadata entries
+  str("tokenizer.ggml.model");
+  put(uint32_t{8});  // string
+  str(model);
+  array("tokenizer.ggml.tokens", 8, tokens.size());
+  for (const std::string& t : tokens) str(t);
+  if (model == "llama") {
+    array("tokenizer.ggml.scores", 6, tokens.size());  // float32
+    for (size_t i = 0; i < tokens.size(); ++i) put(-static_cast<float>(i));
+  } else {
+    array("tokenizer.ggml.merges", 8, 0);
+  }
+  return out;
+}
+
+absl::Status VocabOf(std::string_view model, const std::vector<std::string>& tokens) {
+  const std::string bytes = VocabGguf(model, tokens);
+  absl::StatusOr<gguf::File> file = gguf::File::Parse(bytes);
+  if (!file.ok()) return file.status();
+  return VocabFromGguf(*file, "v.gguf").status();
+}
+
+// A flipped byte in a token string would load and then decode to garbage: every real
+// vocabulary is valid UTF-8, so a token that is not is refused, by index.
+TEST(LoaderTest, GgufTokenThatIsNotUtf8IsRefused) {
+  // What real vocabularies hold: SentencePiece byte tokens are ASCII, "\u2581" marks a
+  // space, byte-level BPE spells bytes as printable code points ("\u0120" for a space).
+  const std::vector<std::string> spm = {"<unk>", "<0x0A>", "\xE2\x96\x81the", "caf\xC3\xA9",
+                                        "\xF0\x9F\xA6\x99"};
+  EXPECT_TRUE(VocabOf("llama", spm).ok()) << VocabOf("llama", spm);
+  const std::vector<std::string> bpe = {"!", "\xC4\xA0the", "\xC3\xA9"};
+  EXPECT_TRUE(VocabOf("gpt2", bpe).ok()) << VocabOf("gpt2", bpe);
+
+  for (const std::string& bad : {
+           std::string("a\xFF"),         // not a UTF-8 byte
+           std::string("caf\xC3"),       // truncated sequence
+           std::string("\xC3\x28"),      // bad continuation
+           std::string("\xC0\xAF"),      // overlong '/'
+           std::string("\xED\xA0\x80"),  // a surrogate
+       }) {
+    for (const char* model : {"llama", "gpt2"}) {
+      std::vector<std::string> tokens = model == std::string("llama") ? spm : bpe;
+      tokens.insert(tokens.begin() + 2, bad);
+      absl::Status s = VocabOf(model, tokens);
+      EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument) << model << " " << s;
+      EXPECT_THAT(Message(s), HasSubstr("v.gguf: tokenizer.ggml.tokens[2] is not valid UTF-8"))
+          << model;
+    }
+  }
+  absl::Status s = VocabOf("llama", {"<unk>", "ab\xFF"});
+  EXPECT_THAT(Message(s), HasSubstr("tokenizer.ggml.tokens[1] is not valid UTF-8 (bad sequence "
+                                    "at byte 2)"));
+}
+
+// Every vocabulary we ship or test with is valid UTF-8, so the check refuses none of them.
+TEST(LoaderTest, EveryTestdataGgufVocabLoads) {
+  BATON_REQUIRE_TESTDATA("tokenizers/gguf");
+  std::vector<std::string> paths = {std::string(BATON_SOURCE_DIR) + "/models/baton-tiny.gguf"};
+  for (const char* dir : {"tokenizers/gguf", "quantized", "models/stories260K"}) {
+    if (!std::filesystem::exists(TestDataPath(dir))) continue;
+    for (const auto& entry : std::filesystem::directory_iterator(TestDataPath(dir))) {
+      if (entry.path().extension() == ".gguf") paths.push_back(entry.path().string());
+    }
+  }
+  for (const std::string& path : paths) {
+    if (!std::filesystem::exists(path)) continue;
+    auto files = LoadTokenizerFiles(path);
+    EXPECT_TRUE(files.ok()) << path << ": " << files.status();
+  }
+  EXPECT_GE(paths.size(), 10u);
 }
 
 }  // namespace
