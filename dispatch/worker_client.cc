@@ -4,7 +4,6 @@
 #include <utility>
 
 #include "common/strings.h"
-#include "service/grpc_channel.h"
 #include "service/grpc_status.h"
 
 namespace baton::dispatch {
@@ -18,8 +17,9 @@ std::chrono::system_clock::time_point DeadlineIn(absl::Duration timeout) {
 
 }  // namespace
 
-WorkerClient::WorkerClient(std::string target) : target_(std::move(target)) {
-  channel_ = service::InternalChannel(target_);
+WorkerClient::WorkerClient(std::string target, std::shared_ptr<const service::InternalAuth> auth)
+    : target_(std::move(target)) {
+  channel_ = auth->Channel(target_);
   stub_ = pb::Worker::NewStub(channel_);
   health_ = grpc::health::v1::Health::NewStub(channel_);
 }
@@ -30,6 +30,12 @@ absl::Status WorkerClient::ToStatus(const grpc::Status& status) const {
     return absl::UnavailableError(StrCat("the worker at ", target_, " is unavailable (",
                                          status.error_message(),
                                          "); check that `baton worker` is running there"));
+  }
+  if (status.error_code() == grpc::StatusCode::UNAUTHENTICATED) {
+    return absl::UnauthenticatedError(StrCat(
+        "the worker at ", target_, " refused the router's credential (", status.error_message(),
+        "); give the router the same --internal-token-file "
+        "(or --tls-* files) as the workers"));
   }
   return service::FromGrpcStatus(status);
 }

@@ -15,12 +15,15 @@
 #include "baton/internal/v1/worker.grpc.pb.h"
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpcpp/grpcpp.h"
+#include "service/internal_auth.h"
 
 namespace baton::dispatch {
 
 class WorkerClient {
  public:
-  explicit WorkerClient(std::string target);
+  // `auth`: what the router presents on every call (service/internal_auth.h).
+  explicit WorkerClient(std::string target, std::shared_ptr<const service::InternalAuth> auth =
+                                                service::InternalAuth::Open());
 
   const std::string& target() const { return target_; }
   baton::internal::v1::Worker::Stub* stub() { return stub_.get(); }

@@ -145,7 +145,7 @@ routing::WorkerId WorkerPool::Add(const std::string& target, routing::WorkerRole
   const size_t n = count_.load(std::memory_order_relaxed);
   if (n >= static_cast<size_t>(routing::kMaxIndexedWorkers)) return routing::kNoWorker;
   auto slot = std::make_unique<Slot>();
-  slot->client = std::make_unique<WorkerClient>(target);
+  slot->client = std::make_unique<WorkerClient>(target, options_.auth);
   slot->state.role = role;
   slot->source = source;
   slots_[n] = std::move(slot);

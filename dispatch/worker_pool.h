@@ -111,6 +111,8 @@ struct PoolOptions {
   // worker waits for the transfer: await_kv_transfer_ms). Off: only once the Prefill
   // answered, one router round trip later, for decode workers that predate the wait.
   bool decode_with_prefill = true;
+  // What the router presents to workers (--internal-token-file, mTLS).
+  std::shared_ptr<const service::InternalAuth> auth = service::InternalAuth::Open();
   // Resolves a host name to addresses; null: getaddrinfo. Tests replace it.
   std::function<std::vector<std::string>(const std::string& host)> resolve;
 };

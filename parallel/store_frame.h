@@ -18,6 +18,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "common/secret_token.h"
 
 namespace baton::parallel {
 
@@ -26,7 +27,7 @@ enum class StoreOp : uint8_t { kHello = 1, kSet = 2, kGet = 3 };
 struct StoreFrameLimits {
   static constexpr size_t kMaxKeyBytes = 256;
   static constexpr size_t kMaxValueBytes = size_t{1} << 20;
-  static constexpr size_t kMaxTokenBytes = 4096;
+  static constexpr size_t kMaxTokenBytes = ::baton::kMaxTokenBytes;
   static constexpr uint32_t kMaxWaitMs = 10 * 60 * 1000;
   // The largest frame body either side accepts: a Set of the largest key and value.
   static constexpr size_t kMaxFrameBytes = 1 + 2 + kMaxKeyBytes + kMaxValueBytes;

@@ -4,7 +4,6 @@
 #include <netdb.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
-#include <openssl/crypto.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -12,6 +11,7 @@
 #include <cerrno>
 #include <cstring>
 
+#include "common/secret_token.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "parallel/store_frame.h"
@@ -84,11 +84,6 @@ void Reply(int fd, absl::StatusCode code, std::string payload) {
   (void)WriteFrame(fd, EncodeStoreResponse({code, std::move(payload)}));
 }
 
-bool TokensEqual(const std::string& a, const std::string& b) {
-  // Constant time in the token's bytes; the length is not secret.
-  return a.size() == b.size() && CRYPTO_memcmp(a.data(), b.data(), a.size()) == 0;
-}
-
 absl::StatusOr<addrinfo*> Resolve(const std::string& host, int port, bool passive) {
   addrinfo hints{};
   hints.ai_family = AF_UNSPEC;
@@ -132,10 +127,10 @@ absl::Status SplitHostPort(const std::string& address, const char* flag, std::st
 
 absl::StatusOr<std::unique_ptr<TcpStoreServer>> TcpStoreServer::Start(
     const TcpStoreServerOptions& o) {
-  if (o.token.size() < kMinTokenBytes || o.token.size() > StoreFrameLimits::kMaxTokenBytes) {
+  if (o.token.size() < kMinTokenBytes || o.token.size() > kMaxTokenBytes) {
     return absl::InvalidArgumentError(
         StrCat("the group token is ", o.token.size(), " bytes; it must be ", kMinTokenBytes, " to ",
-               StoreFrameLimits::kMaxTokenBytes,
+               kMaxTokenBytes,
                " (write random bytes to the --internal-token-file every rank reads, e.g. "
                "`head -c 32 /dev/urandom | base64 > token`)"));
   }
@@ -235,7 +230,7 @@ bool TcpStoreServer::Authenticate(int fd) {
   absl::StatusOr<std::string> body = ReadFrame(fd, Clock::now() + options_.hello_timeout);
   absl::StatusOr<StoreRequest> hello =
       body.ok() ? DecodeStoreRequest(*body) : absl::StatusOr<StoreRequest>(body.status());
-  if (hello.ok() && hello->op == StoreOp::kHello && TokensEqual(hello->token, options_.token)) {
+  if (hello.ok() && hello->op == StoreOp::kHello && TokenMatches(hello->token, options_.token)) {
     Reply(fd, absl::StatusCode::kOk, "");
     return true;
   }

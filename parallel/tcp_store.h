@@ -25,17 +25,12 @@ namespace baton::parallel {
 struct TcpStoreServerOptions {
   std::string host = "127.0.0.1";  // the address to bind (a name is resolved)
   int port = 0;                    // 0: any free port (tests)
-  std::string token;               // required, at least kMinTokenBytes
+  std::string token;  // required: kMinTokenBytes to kMaxTokenBytes (common/secret_token.h)
   int max_connections = 256;
   size_t max_keys = 65536;
   size_t max_total_bytes = size_t{64} << 20;
   std::chrono::milliseconds hello_timeout{5000};  // to present the token
 };
-
-// A group token shorter than this is refused: it would be guessable.
-inline constexpr size_t kMinTokenBytes = 16;
-// A token file larger than this is not a token.
-inline constexpr size_t kMaxTokenFileBytes = 4096 + 64;
 
 class TcpStoreServer : public Store {
  public:

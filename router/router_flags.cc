@@ -111,6 +111,7 @@ void AddWorkerListFlags(CLI::App* cmd, RouterFlags* f) {
                   "with these and "
                   "without --worker, only split workers serve")
       ->envname("BATON_DECODE_WORKERS");
+  service::AddInternalAuthFlags(cmd, &f->internal_auth, /*serves=*/false);
 }
 
 absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
@@ -135,6 +136,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.prefill_workers = f.prefill_workers;
   o.decode_workers = f.decode_workers;
   if (o.worker.empty() && o.decode_workers.empty()) o.worker = "127.0.0.1:50061";
+  BATON_ASSIGN_OR_RETURN(o.pool.auth, service::InternalAuth::Load(f.internal_auth));
   BATON_ASSIGN_OR_RETURN(o.pool.failover, dispatch::ParsePrefillFailover(f.prefill_failover));
   o.pool.policy = f.policy;
   o.pool.kv_events = !f.no_kv_events;

@@ -7,6 +7,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "router/router_server.h"
+#include "service/internal_auth.h"
 
 namespace baton::router {
 
@@ -38,12 +39,15 @@ struct RouterFlags {
   bool log_requests = false;
   int64_t max_local_prefill_tokens = 0;
   bool no_decode_with_prefill = false;
+  // What the router presents to workers (AddWorkerListFlags; `baton serve` sets its own).
+  service::InternalAuthFlags internal_auth;
 };
 
 // `with_model`: false where the caller defines --model itself (baton serve).
 void AddRouterFlags(CLI::App* cmd, RouterFlags* flags, bool with_model);
 
-// --worker, --prefill-worker, --decode-worker: where `baton-router` sends requests.
+// --worker, --prefill-worker, --decode-worker: where `baton-router` sends requests; and
+// the credential it presents there (--internal-token-file, --tls-*).
 void AddWorkerListFlags(CLI::App* cmd, RouterFlags* flags);
 
 absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& flags);

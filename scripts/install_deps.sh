@@ -7,7 +7,7 @@ packages=(
   build-essential cmake ninja-build ccache pkg-config git
   clang clang-format clang-tidy libclang-rt-14-dev
   libabsl-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
-  libyaml-cpp-dev libxxhash-dev libssl-dev protobuf-compiler libprotobuf-dev
+  libyaml-cpp-dev libxxhash-dev libssl-dev openssl protobuf-compiler libprotobuf-dev
   libgrpc++-dev protobuf-compiler-grpc libboost1.81-dev prometheus-cpp-dev libucx-dev ucx-utils
   libgloo-dev
   libgtest-dev libgmock-dev libbenchmark-dev

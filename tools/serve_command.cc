@@ -1,18 +1,24 @@
 #include "tools/serve_command.h"
 
+#include <fcntl.h>
 #include <signal.h>
+#include <stdlib.h>
+#include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <string>
 
+#include "common/secret_token.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/strings.h"
 #include "engine/device.h"
 #include "router/router_flags.h"
 #include "router/router_server.h"
+#include "service/internal_auth.h"
 #include "tools/local_cluster.h"
 #include "worker/worker_runtime.h"
 
@@ -28,8 +34,31 @@ struct ServeFlags {
   int prefill_tp = 0, prefill_pp = 0, decode_tp = 0, decode_pp = 0;
 };
 
+// Writes `token` to a file only this user can read, in a new private directory, for the
+// worker processes to read at start; the caller removes it once they have.
+absl::StatusOr<std::filesystem::path> WriteTokenFile(const std::string& token) {
+  std::string dir = (std::filesystem::temp_directory_path() / "baton-serve-XXXXXX").string();
+  if (mkdtemp(dir.data()) == nullptr) {  // mode 0700
+    return absl::InternalError(StrCat("cannot make a private directory in ",
+                                      std::filesystem::temp_directory_path().string(),
+                                      " for the workers' token; set TMPDIR"));
+  }
+  const std::filesystem::path path = std::filesystem::path(dir) / "internal-token";
+  const int fd = open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  const bool written =
+      fd >= 0 && write(fd, token.data(), token.size()) == static_cast<ssize_t>(token.size());
+  if (fd >= 0) close(fd);
+  if (!written) {
+    std::filesystem::remove_all(dir);
+    return absl::InternalError(StrCat("cannot write the workers' token to ", path.string()));
+  }
+  return path;
+}
+
 // `baton serve --prefill N --decode M`: the workers in their own processes, the router here.
-absl::Status RunSplit(const ServeFlags& flags, router::RouterOptions options) {
+// Unless the user gave a credential, they share a random token that only this process and
+// its children ever hold.
+absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
   const auto or_default = [](int v, int d) { return v > 0 ? v : d; };
   const LocalCluster::Pool prefill{
       flags.prefill, or_default(flags.prefill_tp, flags.worker.tensor_parallel_size),
@@ -42,8 +71,18 @@ absl::Status RunSplit(const ServeFlags& flags, router::RouterOptions options) {
                "workers for %s\n",
                prefill.workers, prefill.tensor_parallel, prefill.pipeline_parallel, decode.workers,
                decode.tensor_parallel, decode.pipeline_parallel, flags.worker.model.c_str());
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster,
-                         LocalCluster::Start(flags.worker, prefill, decode, absl::Minutes(10)));
+  std::filesystem::path token_file;
+  if (options.pool.auth->open()) {
+    const std::string token = RandomToken();
+    BATON_ASSIGN_OR_RETURN(token_file, WriteTokenFile(token));
+    flags.worker.auth.token_file = token_file.string();
+    options.pool.auth = service::InternalAuth::WithToken(token);
+  }
+  absl::StatusOr<std::unique_ptr<LocalCluster>> started =
+      LocalCluster::Start(flags.worker, prefill, decode, absl::Minutes(10));
+  // Every worker read it before announcing its port.
+  if (!token_file.empty()) std::filesystem::remove_all(token_file.parent_path());
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, std::move(started));
   options.worker.clear();
   options.prefill_workers = cluster->prefill_targets();
   options.decode_workers = cluster->decode_targets();
@@ -67,17 +106,22 @@ absl::Status Run(ServeFlags flags) {
   flags.worker.host = "127.0.0.1";  // the worker is internal: loopback only
   flags.router.model = flags.worker.model;
   BATON_ASSIGN_OR_RETURN(router::RouterOptions options, router::ToRouterOptions(flags.router));
+  // The router presents what the workers require: the user's files, or (in RunSplit, and
+  // below) a token of its own.
+  BATON_ASSIGN_OR_RETURN(options.pool.auth, service::InternalAuth::Load(flags.worker.auth));
   // Before any worker starts: a device that cannot run fails here, once, not in each child.
   BATON_RETURN_IF_ERROR(engine::CheckDevice(flags.worker.device));
   if (flags.prefill > 0 || flags.decode > 0) {
     worker::WorkerFlags split = flags.worker;
     split.role = "prefill";
     BATON_RETURN_IF_ERROR(worker::CheckGpuWorker(split));
-    return RunSplit(flags, std::move(options));
+    return RunSplit(std::move(flags), std::move(options));
   }
   std::fprintf(stderr, "baton serve: loading %s\n", flags.worker.model.c_str());
+  if (options.pool.auth->open())
+    options.pool.auth = service::InternalAuth::WithToken(RandomToken());
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerRuntime> worker,
-                         worker::WorkerRuntime::Start(flags.worker));
+                         worker::WorkerRuntime::Start(flags.worker, options.pool.auth));
   options.worker = StrCat("127.0.0.1:", worker->port());
   BATON_ASSIGN_OR_RETURN(auto router, router::RouterServer::Start(options));
   // The first stdout line says where it listens (scripts and tests read the ports here).
@@ -119,6 +163,7 @@ void AddServeCommand(CLI::App& app) {
       ->check(CLI::Range(0, 64));
   worker::AddTransferFlags(cmd, &f->worker);
   worker::AddGroupFlags(cmd, &f->worker);
+  service::AddInternalAuthFlags(cmd, &f->worker.auth, /*serves=*/true);
   const struct {
     const char* flag;
     const char* env;

@@ -10,12 +10,14 @@
 #include <thread>
 
 #include "common/mapped_file.h"
+#include "common/secret_token.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/strings.h"
 #include "engine/loaded_model.h"
 #include "engine/parallel/worker_group.h"
 #include "grpcpp/grpcpp.h"
+#include "model/weight_check.h"
 #include "parallel/store.h"
 #include "service/health_service.h"
 #include "transport/registered_region.h"
@@ -65,6 +67,7 @@ absl::StatusOr<std::unique_ptr<GroupRanks>> GroupRanks::Start(const WorkerFlags&
     if (!f.rank_command.empty()) args.insert(args.end(), {"--role", f.role});
     if (!f.ucx_tls.empty()) args.insert(args.end(), {"--ucx-tls", f.ucx_tls});
     if (f.no_mmap) args.emplace_back("--no-mmap");
+    if (f.check_weights) args.emplace_back("--check-weights");
     BATON_ASSIGN_OR_RETURN(auto child,
                            ChildProcess::Spawn(StrCat("group rank ", r), args, absl::Seconds(120)));
     std::fprintf(stderr, "baton worker: group rank %d of %d started (pid %d), %s\n", r,
@@ -106,7 +109,7 @@ absl::Status CheckGroupFlags(const WorkerFlags& f) {
     std::string host;
     int port = 0;
     BATON_RETURN_IF_ERROR(parallel::SplitHostPort(f.group_leader, "--group-leader", &host, &port));
-    if (f.internal_token_file.empty()) {
+    if (f.auth.token_file.empty()) {
       return absl::InvalidArgumentError(
           "--group-leader needs --internal-token-file: the group's rendezvous port is open to "
           "the network, so every rank proves it belongs with the same secret file "
@@ -126,25 +129,6 @@ absl::Status CheckGroupFlags(const WorkerFlags& f) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::string> ReadInternalToken(const WorkerFlags& f) {
-  absl::StatusOr<std::string> token =
-      ReadFileToString(f.internal_token_file, parallel::kMaxTokenFileBytes);
-  if (!token.ok()) {
-    return absl::Status(token.status().code(),
-                        StrCat("--internal-token-file: ", token.status().message()));
-  }
-  while (!token->empty() && std::isspace(static_cast<unsigned char>(token->back()))) {
-    token->pop_back();
-  }
-  if (token->size() < parallel::kMinTokenBytes) {
-    return absl::InvalidArgumentError(
-        StrCat("--internal-token-file ", f.internal_token_file, " holds ", token->size(),
-               " bytes; a token is at least ", parallel::kMinTokenBytes,
-               " (e.g. `head -c 32 /dev/urandom | base64 > token`)"));
-  }
-  return token;
-}
-
 absl::StatusOr<std::unique_ptr<parallel::TcpStoreServer>> ServeGroupRendezvous(
     const WorkerFlags& f, engine::GroupOptions* group) {
   parallel::TcpStoreServerOptions o;
@@ -155,7 +139,7 @@ absl::StatusOr<std::unique_ptr<parallel::TcpStoreServer>> ServeGroupRendezvous(
         StrCat("--group-leader ", f.group_leader,
                " is not an address the other ranks can reach; give rank 0's own address"));
   }
-  BATON_ASSIGN_OR_RETURN(o.token, ReadInternalToken(f));
+  BATON_ASSIGN_OR_RETURN(o.token, ReadTokenFile(f.auth.token_file, "--internal-token-file"));
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<parallel::TcpStoreServer> server,
                          parallel::TcpStoreServer::Start(o));
   group->address = o.host;
@@ -223,7 +207,8 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
   std::unique_ptr<parallel::Store> store;
   if (!f.group_leader.empty()) {
     // Reach the leader first: a wrong token or address fails now, not after the load.
-    BATON_ASSIGN_OR_RETURN(std::string token, ReadInternalToken(f));
+    BATON_ASSIGN_OR_RETURN(std::string token,
+                           ReadTokenFile(f.auth.token_file, "--internal-token-file"));
     std::fprintf(stderr, "%s: group rank %d: meeting the leader at %s\n", name.c_str(), g.rank,
                  f.group_leader.c_str());
     BATON_ASSIGN_OR_RETURN(
@@ -241,6 +226,7 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
   open.use_mmap = !f.no_mmap;
   BATON_ASSIGN_OR_RETURN(engine::LoadedModel loaded,
                          engine::LoadModel(f.model, open, engine::PlacementOf(g)));
+  if (f.check_weights) BATON_RETURN_IF_ERROR(model::CheckWeightsFinite(*loaded.model));
   BATON_ASSIGN_OR_RETURN(engine::GroupComms comms, engine::ConnectGroup(g));
   ThreadPool threads(f.threads);
   // A split group's rank moves its own slice of each transfer (docs/parallel.md): its own

@@ -43,9 +43,6 @@ class GroupRanks {
 // --group-leader with a token.
 absl::Status CheckGroupFlags(const WorkerFlags& flags);
 
-// The token in --internal-token-file, without trailing whitespace.
-absl::StatusOr<std::string> ReadInternalToken(const WorkerFlags& flags);
-
 // Ranks on several hosts start at different times and each loads its shard before the
 // group meets: their rendezvous waits this long.
 inline constexpr std::chrono::minutes kMultiHostRendezvous{10};

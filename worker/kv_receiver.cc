@@ -28,8 +28,9 @@ class KvReceiver::Service final : public pb::KvTransfer::Service {
  public:
   explicit Service(KvReceiver* r) : r_(r) {}
 
-  grpc::Status Reserve(grpc::ServerContext*, const pb::ReserveRequest* req,
+  grpc::Status Reserve(grpc::ServerContext* ctx, const pb::ReserveRequest* req,
                        pb::TransferTicket* out) override {
+    if (grpc::Status auth = r_->options_.auth->Check(*ctx); !auth.ok()) return auth;
     absl::StatusOr<pb::TransferTicket> ticket = r_->Reserve(*req);
     if (!ticket.ok()) {
       if (r_->metrics_ != nullptr) r_->metrics_->CountFailed("receiver", "reserve");
@@ -39,19 +40,22 @@ class KvReceiver::Service final : public pb::KvTransfer::Service {
     return grpc::Status::OK;
   }
 
-  grpc::Status Complete(grpc::ServerContext*, const pb::TransferComplete* req,
+  grpc::Status Complete(grpc::ServerContext* ctx, const pb::TransferComplete* req,
                         pb::CompleteResponse*) override {
+    if (grpc::Status auth = r_->options_.auth->Check(*ctx); !auth.ok()) return auth;
     return ToGrpcStatus(r_->Complete(*req));
   }
 
-  grpc::Status Release(grpc::ServerContext*, const pb::ReleaseRequest* req,
+  grpc::Status Release(grpc::ServerContext* ctx, const pb::ReleaseRequest* req,
                        pb::ReleaseResponse*) override {
+    if (grpc::Status auth = r_->options_.auth->Check(*ctx); !auth.ok()) return auth;
     r_->Release(req->request_id());
     return grpc::Status::OK;
   }
 
-  grpc::Status KeepAlive(grpc::ServerContext*, const pb::KeepAliveRequest* req,
+  grpc::Status KeepAlive(grpc::ServerContext* ctx, const pb::KeepAliveRequest* req,
                          pb::KeepAliveResponse* out) override {
+    if (grpc::Status auth = r_->options_.auth->Check(*ctx); !auth.ok()) return auth;
     absl::StatusOr<absl::Time> deadline = r_->KeepAlive(*req);
     if (!deadline.ok()) return ToGrpcStatus(deadline.status());
     out->set_lease_deadline_unix_ms(absl::ToUnixMillis(*deadline));

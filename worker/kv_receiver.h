@@ -29,6 +29,7 @@
 #include "engine/engine.h"
 #include "engine/parallel/worker_group.h"
 #include "grpcpp/grpcpp.h"
+#include "service/internal_auth.h"
 #include "transport/lease_table.h"
 #include "transport/registered_region.h"
 #include "transport/transfer_ticket.h"
@@ -42,6 +43,8 @@ struct KvReceiverOptions {
   absl::Duration max_lease = absl::Minutes(10);      // what Reserve grants at most
   absl::Duration claim_lease = absl::Seconds(30);    // Complete to the Generate that claims
   int64_t max_leases = 4096;
+  // Every KvTransfer call must pass its check first.
+  std::shared_ptr<const service::InternalAuth> auth = service::InternalAuth::Open();
 };
 
 class KvReceiver {

@@ -10,7 +10,6 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "kvcache/slice_copy.h"
-#include "service/grpc_channel.h"
 #include "service/grpc_status.h"
 #include "worker/rank_kv.h"
 #include "worker/slice_kv_sink.h"
@@ -67,7 +66,7 @@ pb::KvTransfer::Stub* KvSender::StubFor(const std::string& target) {
   std::lock_guard<std::mutex> lock(mu_);
   auto& stub = stubs_[target];
   if (stub == nullptr) {
-    stub = pb::KvTransfer::NewStub(service::InternalChannel(target));
+    stub = pb::KvTransfer::NewStub(options_.auth->Channel(target));
   }
   return stub.get();
 }

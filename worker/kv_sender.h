@@ -24,6 +24,7 @@
 #include "engine/engine.h"
 #include "engine/parallel/worker_group.h"
 #include "grpcpp/grpcpp.h"
+#include "service/internal_auth.h"
 #include "transport/registered_region.h"
 #include "transport/transfer_ticket.h"
 #include "transport/ucx_endpoint.h"
@@ -37,6 +38,8 @@ namespace baton::worker {
 struct KvSenderOptions {
   absl::Duration rpc_timeout = absl::Seconds(10);    // Reserve, Complete, Release
   absl::Duration flush_timeout = absl::Seconds(10);  // puts of one step to land
+  // What the sender presents to decode workers' KvTransfer.
+  std::shared_ptr<const service::InternalAuth> auth = service::InternalAuth::Open();
 };
 
 // A sender that is a worker group: its backend (to begin and end pushes on every rank)

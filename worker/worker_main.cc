@@ -34,13 +34,26 @@ void AddWorkerFlags(CLI::App* cmd, WorkerFlags* f, const std::string& fixed_role
   AddEngineFlags(cmd, f);
   AddTransferFlags(cmd, f);
   AddGroupFlags(cmd, f);
+  service::AddInternalAuthFlags(cmd, &f->auth, /*serves=*/true);
 }
 
 absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
   if (flags.group_rank > 0) return RunGroupRank(flags, name);
   BlockStopSignals();  // before any thread starts, so that only the wait below sees them
   std::fprintf(stderr, "%s: loading %s\n", name.c_str(), flags.model.c_str());
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> worker, WorkerRuntime::Start(flags));
+  BATON_ASSIGN_OR_RETURN(std::shared_ptr<const service::InternalAuth> auth,
+                         service::InternalAuth::Load(flags.auth));
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> worker, WorkerRuntime::Start(flags, auth));
+  if (auth->open()) {
+    std::fprintf(stderr,
+                 "%s: the internal API on %s:%d is open to anyone who can reach it; give "
+                 "--internal-token-file (or --tls-cert, --tls-key, --tls-ca) to require a "
+                 "credential\n",
+                 name.c_str(), flags.host.c_str(), worker->port());
+  } else {
+    std::fprintf(stderr, "%s: internal calls need the %s\n", name.c_str(),
+                 auth->Describe().c_str());
+  }
   // With --port 0 the system picks the port; this line says which.
   std::printf("%s: serving %s on %s:%d (%lld %s KV pages of %lld tokens), role %s", name.c_str(),
               worker->model().name.c_str(), flags.host.c_str(), worker->port(),

@@ -13,6 +13,7 @@
 #include "engine/parallel/worker_group.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "model/weight_check.h"
 #include "parallel/store.h"
 #include "service/metrics.h"
 #include "worker/rank_kv.h"
@@ -114,6 +115,10 @@ void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
       ->check(CLI::Range(0, 10000));
   cmd->add_flag("--no-mmap", f->no_mmap,
                 "Copy the weights into (huge-page) memory instead of mapping the file");
+  cmd->add_flag("--check-weights", f->check_weights,
+                "Scan every weight for NaN and Inf after loading and refuse the model if one "
+                "has any (one extra pass over the weights)")
+      ->envname("BATON_CHECK_WEIGHTS");
 }
 
 void AddTransferFlags(CLI::App* cmd, WorkerFlags* f) {
@@ -170,10 +175,6 @@ void AddGroupFlags(CLI::App* cmd, WorkerFlags* f) {
                   "HOST:PORT where rank 0 serves the group's rendezvous (a multi-host group); "
                   "every rank gives the same")
       ->envname("BATON_GROUP_LEADER");
-  cmd->add_option("--internal-token-file", f->internal_token_file,
-                  "A file holding the cluster's secret token (16 to 4096 bytes); the group's "
-                  "rendezvous refuses callers without it")
-      ->envname("BATON_INTERNAL_TOKEN_FILE");
   // Set by a leader for the ranks it starts.
   cmd->add_option("--group-store", f->group_store)->group("");
   cmd->add_option("--ready-fd", f->ready_fd)->group("");
@@ -193,7 +194,12 @@ absl::Status CheckGpuWorker(const WorkerFlags& flags) {
   return absl::OkStatus();
 }
 
-absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const WorkerFlags& flags) {
+absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
+    const WorkerFlags& flags, std::shared_ptr<const service::InternalAuth> auth) {
+  if (auth == nullptr) {
+    BATON_ASSIGN_OR_RETURN(auth, service::InternalAuth::Load(flags.auth));
+  }
+  BATON_RETURN_IF_ERROR(auth->CheckListen(flags.host, flags.auth.allow_open, "this worker"));
   if (flags.role != "colocated" && flags.role != "prefill" && flags.role != "decode") {
     return absl::InvalidArgumentError(
         StrCat("--role is '", flags.role, "'; it must be colocated, prefill or decode"));
@@ -281,6 +287,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   // The engine keeps a pointer to the model: it is loaded into its final place first.
   BATON_ASSIGN_OR_RETURN(w->loaded_,
                          engine::LoadModel(flags.model, open, engine::PlacementOf(group)));
+  if (flags.check_weights) BATON_RETURN_IF_ERROR(model::CheckWeightsFinite(*w->loaded_.model));
   if (group_size > 1) {
     if (flags.group_leader.empty()) {
       // The leader's shard is loaded first: a placement the model cannot take is refused
@@ -333,6 +340,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   if (flags.role != "prefill" && takes_transfers) {
     KvReceiverOptions ro;
     ro.default_lease = absl::Seconds(flags.kv_lease_seconds);
+    ro.auth = auth;
     BATON_ASSIGN_OR_RETURN(
         w->receiver_, KvReceiver::Create(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(), ro,
                                          &w->metrics_, w->group_backend_));
@@ -343,11 +351,13 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
     if (group_size > 1) {
       BATON_ASSIGN_OR_RETURN(sg.layouts, GroupPageLayouts(w->loaded_.model->config(), flags));
     }
+    KvSenderOptions so;
+    so.auth = auth;
     w->sender_ = std::make_unique<KvSender>(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(),
-                                            KvSenderOptions{}, &w->metrics_, std::move(sg));
+                                            so, &w->metrics_, std::move(sg));
   }
   w->service_ = std::make_unique<WorkerService>(w->engine_.get(), w->receiver_.get(),
-                                                w->sender_.get(), flags.role);
+                                                w->sender_.get(), flags.role, auth);
   if (flags.metrics_port >= 0) {
     service::HttpServerOptions http;
     http.host = flags.host;
@@ -373,11 +383,12 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(const Worker
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
   const std::string address = StrCat(flags.host, ":", flags.port);
-  builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &w->port_);
-  // Routers ping idle connections every 10 s to notice a vanished worker; gRPC's server
-  // default (one ping per 5 min without calls) would answer with GOAWAY too_many_pings.
+  builder.AddListeningPort(address, auth->ServerCredentials(), &w->port_);
+  // Routers and prefill workers ping every second to notice a stopped worker within 2 s
+  // (InternalAuth::Channel); gRPC's server default (one ping per 5 min without calls)
+  // would answer with GOAWAY too_many_pings.
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS, 1);
-  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 5000);
+  builder.AddChannelArgument(GRPC_ARG_HTTP2_MIN_RECV_PING_INTERVAL_WITHOUT_DATA_MS, 500);
   builder.AddChannelArgument(GRPC_ARG_HTTP2_MAX_PING_STRIKES, 0);
   builder.RegisterService(w->service_->worker());
   builder.RegisterService(w->service_->kv_events());

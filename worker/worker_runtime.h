@@ -21,6 +21,7 @@
 #include "parallel/tcp_store.h"
 #include "service/health_service.h"
 #include "service/http_server.h"
+#include "service/internal_auth.h"
 #include "transport/registered_region.h"
 #include "transport/ucx_worker.h"
 #include "worker/group_ranks.h"
@@ -47,6 +48,7 @@ struct WorkerFlags {
   int64_t max_prefill_chunk = 512;
   bool no_prefix_cache = false;
   bool no_mmap = false;
+  bool check_weights = false;  // --check-weights: refuse a model with a NaN or Inf weight
   // Disaggregation (docs/disaggregation.md): "colocated" (prefill and decode, and both
   // sides of KV transfers), "prefill" or "decode".
   std::string role = "colocated";
@@ -69,7 +71,8 @@ struct WorkerFlags {
   // rendezvous to callers holding the token in --internal-token-file.
   int group_size_flag = 0;  // --group-size: 0, or tp x pp said again
   std::string group_leader;
-  std::string internal_token_file;
+  // Who may call this worker (service/internal_auth.h): --internal-token-file, mTLS.
+  service::InternalAuthFlags auth;
   int group_timeout_ms = 10000;
   int pp_micro_batches = 0;  // 0: 2 x pipeline-parallel-size
   int ready_fd = -1;         // a started rank writes its first line here too
@@ -103,7 +106,9 @@ void AddTransferFlags(CLI::App* cmd, WorkerFlags* flags);
 class WorkerRuntime {
  public:
   // Loads the model, starts the engine and the gRPC server on flags.host:flags.port.
-  static absl::StatusOr<std::unique_ptr<WorkerRuntime>> Start(const WorkerFlags& flags);
+  // `auth` is who may call it; null: what flags.auth names.
+  static absl::StatusOr<std::unique_ptr<WorkerRuntime>> Start(
+      const WorkerFlags& flags, std::shared_ptr<const service::InternalAuth> auth = nullptr);
   ~WorkerRuntime();
 
   int port() const { return port_; }

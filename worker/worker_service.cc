@@ -305,27 +305,35 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   pb::GenerateResponse out_;  // must stay put until its write completes
 };
 
-// A call that fails before it reaches the engine.
-class FailedWrite final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
+// A streaming call that fails before it reaches the engine.
+template <class Response>
+class FailedWrite final : public grpc::ServerWriteReactor<Response> {
  public:
-  explicit FailedWrite(grpc::Status status) { Finish(std::move(status)); }
+  explicit FailedWrite(grpc::Status status) { this->Finish(std::move(status)); }
   void OnDone() override { delete this; }
 };
+using FailedGenerate = FailedWrite<pb::GenerateResponse>;
 
 class WorkerService::WorkerImpl final
     : public pb::Worker::WithCallbackMethod_Generate<pb::Worker::Service> {
  public:
-  WorkerImpl(engine::Engine* engine, KvReceiver* receiver, KvSender* sender, std::string role)
-      : engine_(engine), receiver_(receiver), sender_(sender), role_(std::move(role)) {}
+  WorkerImpl(engine::Engine* engine, KvReceiver* receiver, KvSender* sender, std::string role,
+             std::shared_ptr<const service::InternalAuth> auth)
+      : engine_(engine),
+        receiver_(receiver),
+        sender_(sender),
+        role_(std::move(role)),
+        auth_(std::move(auth)) {}
 
   grpc::ServerWriteReactor<pb::GenerateResponse>* Generate(
-      grpc::CallbackServerContext* /*ctx*/, const pb::GenerateRequest* req) override {
+      grpc::CallbackServerContext* ctx, const pb::GenerateRequest* req) override {
+    if (grpc::Status auth = auth_->Check(*ctx); !auth.ok()) return new FailedGenerate(auth);
     absl::StatusOr<engine::EngineRequest> request = FromProto(*req);
-    if (!request.ok()) return new FailedWrite(ToGrpcStatus(request.status()));
+    if (!request.ok()) return new FailedGenerate(ToGrpcStatus(request.status()));
     const std::string transfer_id = request->kv_transfer_id;
     if (!transfer_id.empty()) {
       if (receiver_ == nullptr) {
-        return new FailedWrite(
+        return new FailedGenerate(
             grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                          StrCat("this worker (role ", role_,
                                 ") does not receive KV transfers; send kv_transfer_id to a "
@@ -338,7 +346,7 @@ class WorkerService::WorkerImpl final
         return reactor;
       }
       if (absl::Status claimed = receiver_->Claim(transfer_id); !claimed.ok()) {
-        return new FailedWrite(ToGrpcStatus(claimed));
+        return new FailedGenerate(ToGrpcStatus(claimed));
       }
     }
     absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
@@ -346,7 +354,7 @@ class WorkerService::WorkerImpl final
     if (!stream.ok()) {
       // The claim ended the transfer's lease: free its pages here.
       if (!transfer_id.empty()) (void)engine_->ReleaseKv(transfer_id);
-      return new FailedWrite(ToGrpcStatus(stream.status()));
+      return new FailedGenerate(ToGrpcStatus(stream.status()));
     }
     auto* reactor = new GenerateReactor(engine_);
     reactor->Start(*std::move(stream));
@@ -355,6 +363,7 @@ class WorkerService::WorkerImpl final
 
   grpc::Status Prefill(grpc::ServerContext* ctx, const pb::PrefillRequest* req,
                        pb::PrefillResponse* out) override {
+    if (grpc::Status auth = auth_->Check(*ctx); !auth.ok()) return auth;
     if (sender_ == nullptr) {
       return grpc::Status(grpc::StatusCode::FAILED_PRECONDITION,
                           StrCat("this worker (role ", role_,
@@ -376,8 +385,9 @@ class WorkerService::WorkerImpl final
     return grpc::Status::OK;
   }
 
-  grpc::Status GetStats(grpc::ServerContext*, const pb::GetStatsRequest*,
+  grpc::Status GetStats(grpc::ServerContext* ctx, const pb::GetStatsRequest*,
                         pb::GetStatsResponse* out) override {
+    if (grpc::Status auth = auth_->Check(*ctx); !auth.ok()) return auth;
     const engine::EngineStats s = engine_->Stats();
     out->set_running(s.running);
     out->set_waiting(s.waiting);
@@ -398,8 +408,9 @@ class WorkerService::WorkerImpl final
     return grpc::Status::OK;
   }
 
-  grpc::Status GetModelInfo(grpc::ServerContext*, const pb::GetModelInfoRequest*,
+  grpc::Status GetModelInfo(grpc::ServerContext* ctx, const pb::GetModelInfoRequest*,
                             pb::GetModelInfoResponse* out) override {
+    if (grpc::Status auth = auth_->Check(*ctx); !auth.ok()) return auth;
     const engine::LoadedModel& m = engine_->model();
     const model::ModelConfig& config = m.model->config();
     out->set_model_id(engine_->options().model_id.empty() ? m.name : engine_->options().model_id);
@@ -418,6 +429,7 @@ class WorkerService::WorkerImpl final
   KvReceiver* receiver_;
   KvSender* sender_;
   std::string role_;
+  std::shared_ptr<const service::InternalAuth> auth_;
 };
 
 // One KV event subscription, without a thread: the publisher's callback queues a batch
@@ -500,32 +512,37 @@ class SubscribeReactor final : public grpc::ServerWriteReactor<pb::KvEventBatch>
 class WorkerService::KvEventsImpl final
     : public pb::KvEvents::WithCallbackMethod_Subscribe<pb::KvEvents::Service> {
  public:
-  explicit KvEventsImpl(engine::Engine* engine) : engine_(engine) {}
+  KvEventsImpl(engine::Engine* engine, std::shared_ptr<const service::InternalAuth> auth)
+      : engine_(engine), auth_(std::move(auth)) {}
 
   // Streams every batch published after the call starts (and after after_sequence). A
   // subscriber that needs the state first takes a snapshot after subscribing and skips
   // batches up to the snapshot's sequence.
   grpc::ServerWriteReactor<pb::KvEventBatch>* Subscribe(
-      grpc::CallbackServerContext* /*ctx*/, const pb::SubscribeKvEventsRequest* req) override {
+      grpc::CallbackServerContext* ctx, const pb::SubscribeKvEventsRequest* req) override {
+    if (grpc::Status auth = auth_->Check(*ctx); !auth.ok())
+      return new FailedWrite<pb::KvEventBatch>(auth);
     auto* reactor = new SubscribeReactor(&engine_->kv_events(), req->after_sequence());
     reactor->Start();
     return reactor;
   }
 
-  grpc::Status GetSnapshot(grpc::ServerContext*, const pb::GetKvSnapshotRequest*,
+  grpc::Status GetSnapshot(grpc::ServerContext* ctx, const pb::GetKvSnapshotRequest*,
                            pb::KvSnapshot* out) override {
+    if (grpc::Status auth = auth_->Check(*ctx); !auth.ok()) return auth;
     kvcache::ToProto(engine_->kv_events().Snapshot(), out);
     return grpc::Status::OK;
   }
 
  private:
   engine::Engine* engine_;
+  std::shared_ptr<const service::InternalAuth> auth_;
 };
 
 WorkerService::WorkerService(engine::Engine* engine, KvReceiver* receiver, KvSender* sender,
-                             std::string role)
-    : worker_(std::make_unique<WorkerImpl>(engine, receiver, sender, std::move(role))),
-      kv_events_(std::make_unique<KvEventsImpl>(engine)) {}
+                             std::string role, std::shared_ptr<const service::InternalAuth> auth)
+    : worker_(std::make_unique<WorkerImpl>(engine, receiver, sender, std::move(role), auth)),
+      kv_events_(std::make_unique<KvEventsImpl>(engine, std::move(auth))) {}
 
 WorkerService::~WorkerService() = default;
 

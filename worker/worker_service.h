@@ -22,6 +22,7 @@
 #include "baton/internal/v1/worker.grpc.pb.h"
 #include "engine/engine.h"
 #include "grpcpp/grpcpp.h"
+#include "service/internal_auth.h"
 #include "worker/kv_receiver.h"
 #include "worker/kv_sender.h"
 
@@ -33,9 +34,12 @@ absl::StatusOr<engine::EngineRequest> FromProto(const baton::internal::v1::Gener
 class WorkerService {
  public:
   // Everything must outlive the service; `receiver` and `sender` may be null. `role` is
-  // what GetModelInfo reports: "colocated", "prefill" or "decode".
-  explicit WorkerService(engine::Engine* engine, KvReceiver* receiver = nullptr,
-                         KvSender* sender = nullptr, std::string role = "colocated");
+  // what GetModelInfo reports: "colocated", "prefill" or "decode". Every call must pass
+  // `auth`'s check first.
+  explicit WorkerService(
+      engine::Engine* engine, KvReceiver* receiver = nullptr, KvSender* sender = nullptr,
+      std::string role = "colocated",
+      std::shared_ptr<const service::InternalAuth> auth = service::InternalAuth::Open());
   ~WorkerService();
   WorkerService(const WorkerService&) = delete;
   WorkerService& operator=(const WorkerService&) = delete;

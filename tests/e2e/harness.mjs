@@ -10,7 +10,9 @@
 //   BATON_SOURCE_DIR   the repository root (proto/ and models/ live there)
 // Without them the defaults point into the repository's build/release tree.
 import { spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { setTimeout as sleep } from 'node:timers/promises';
@@ -182,17 +184,24 @@ function serverInfo(proc, model, httpHost, httpPort, grpcHost, grpcPort, worker)
   };
 }
 
+// The cluster token every process started here shares (--internal-token-file), so that
+// the tests can call the worker's internal API as the router does.
+export const INTERNAL_TOKEN = randomBytes(32).toString('hex');
+const TOKEN_FILE = path.join(mkdtempSync(path.join(os.tmpdir(), 'baton-e2e-')), 'internal-token');
+writeFileSync(TOKEN_FILE, INTERNAL_TOKEN, { mode: 0o600 });
+const TOKEN_ARGS = ['--internal-token-file', TOKEN_FILE];
+
 // `baton serve` on free ports with a colocated worker. Returns {url, baseURL, grpcAddr,
 // worker, model, proc, stop()}.
 export async function startServe(extraArgs = [], { engine = SMALL_ENGINE } = {}) {
-  const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', ...engine, ...extraArgs];
+  const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', ...TOKEN_ARGS, ...engine, ...extraArgs];
   const [proc, m] = await startWithBanner('baton serve', BATON_BIN, args, SERVE_BANNER);
   return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], `${m[6]}:${m[7]}`);
 }
 
 // `baton worker` alone. Returns {addr, model, proc, stop()}.
 export async function startWorker(extraArgs = [], { engine = SMALL_ENGINE } = {}) {
-  const args = ['worker', '--model', MODEL_DIR, '--host', '127.0.0.1', '--port', '0', ...engine, ...extraArgs];
+  const args = ['worker', '--model', MODEL_DIR, '--host', '127.0.0.1', '--port', '0', ...TOKEN_ARGS, ...engine, ...extraArgs];
   const [proc, m] = await startWithBanner('baton worker', BATON_BIN, args, WORKER_BANNER);
   return {
     proc, model: m[1], addr: `${hostFor(m[2])}:${m[3]}`, stop: (g) => proc.stop(g), kill: (s) => proc.kill(s),
@@ -202,7 +211,7 @@ export async function startWorker(extraArgs = [], { engine = SMALL_ENGINE } = {}
 // `baton-router` in front of `worker` (host:port).
 export async function startRouter(worker, extraArgs = []) {
   const args = ['--worker', worker, '--model', MODEL_DIR, '--host', '127.0.0.1', '--port', '0',
-    '--grpc-port', '0', ...extraArgs];
+    '--grpc-port', '0', ...TOKEN_ARGS, ...extraArgs];
   const [proc, m] = await startWithBanner('baton-router', ROUTER_BIN, args, ROUTER_BANNER);
   return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], m[6]);
 }
@@ -235,7 +244,9 @@ export async function workerStats(addr) {
   const client = new (workerProto().Worker)(addr, grpc.credentials.createInsecure());
   try {
     const r = await new Promise((resolve, reject) => {
-      client.GetStats({}, { deadline: Date.now() + 5000 }, (err, res) => (err ? reject(err) : resolve(res)));
+      const md = new grpc.Metadata();
+      md.set('x-baton-internal-token', INTERNAL_TOKEN);
+      client.GetStats({}, md, { deadline: Date.now() + 5000 }, (err, res) => (err ? reject(err) : resolve(res)));
     });
     const out = {};
     for (const [k, v] of Object.entries(r)) out[k] = Number(v);

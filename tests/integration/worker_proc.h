@@ -17,9 +17,11 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "baton/internal/v1/worker.grpc.pb.h"
+#include "common/subprocess.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "tests/unit/transport/ucx_test_util.h"
@@ -144,6 +146,20 @@ inline std::vector<pid_t> ChildrenOf(pid_t parent) {
 // Nothing running, queued or reserved, and no page in use.
 inline bool NoPagesHeld(const baton::internal::v1::GetStatsResponse& s) {
   return s.pages_used() == 0 && s.kv_reservations() == 0 && s.running() == 0 && s.waiting() == 0;
+}
+
+// Runs `argv` to its end: its exit status and what it wrote to stderr (for errors that
+// must name a flag).
+inline std::pair<int, std::string> RunToExit(std::vector<std::string> argv) {
+  SubprocessOptions o;
+  o.pipe_stdout = false;
+  o.pipe_stderr = true;
+  auto p = Subprocess::Start(std::move(argv), o);
+  EXPECT_TRUE(p.ok()) << p.status();
+  if (!p.ok()) return {-1, ""};
+  std::string err;
+  while (std::optional<std::string> line = (*p)->ReadLine()) err += *line + "\n";
+  return {(*p)->Wait(), err};
 }
 
 }  // namespace baton::testing
