@@ -88,6 +88,7 @@ class ConnectionResponder final : public HttpResponder {
 
   bool Send(int status, std::string_view content_type, std::string body,
             const HttpHeaders& headers) override {
+    std::lock_guard<std::mutex> lock(out_mu_);  // against a probe (PeerClosed)
     if (state_ != State::kNone || failed_.load() || !IsValidStatus(status)) return false;
     state_ = State::kSent;
     try {
@@ -115,6 +116,7 @@ class ConnectionResponder final : public HttpResponder {
   }
 
   bool StartStream(int status, std::string_view content_type, const HttpHeaders& headers) override {
+    std::lock_guard<std::mutex> lock(out_mu_);  // against a probe (PeerClosed)
     if (state_ != State::kNone || failed_.load() || !IsValidStatus(status)) return false;
     state_ = State::kStreaming;
     try {
@@ -215,7 +217,17 @@ class ConnectionResponder final : public HttpResponder {
   bool PeerClosed() override {
     if (failed_.load()) return true;
     int revents = PollOne(stream_.fd(), POLLRDHUP, 0);
-    return revents < 0 || (revents & (POLLRDHUP | POLLHUP | POLLERR | POLLNVAL)) != 0;
+    if (revents < 0 || (revents & (POLLHUP | POLLERR | POLLNVAL)) != 0) return true;
+    if ((revents & POLLRDHUP) == 0) return false;
+    // The client sent FIN. It either closed its socket or only its sending side: a
+    // half-close after a complete request, which must still get its answer (RFC 9112
+    // §9.6). Only a write tells them apart: a closed socket answers it with RST, which the
+    // next poll sees as POLLHUP/POLLERR. A streaming response's own writes do that; before
+    // any response, an interim "100 Continue" does (every HTTP/1.1 client must skip 1xx
+    // responses, RFC 9110 §15.2). HTTP/1.0 clients get no 1xx: FIN means gone.
+    if (version_ < 11) return true;
+    ProbeOnce();
+    return false;
   }
 
   int PeerFd() const override { return stream_.fd(); }
@@ -232,6 +244,18 @@ class ConnectionResponder final : public HttpResponder {
   bool Fail() {
     failed_.store(true);
     return false;
+  }
+
+  // Sends "100 Continue" once, if no response has begun and no write is in progress.
+  void ProbeOnce() {
+    if (probed_.exchange(true)) return;
+    std::unique_lock<std::mutex> lock(out_mu_, std::try_to_lock);
+    if (!lock.owns_lock() || state_ != State::kNone) return;  // a write will tell
+    static constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
+    size_t sent = 0;
+    // A fresh response's socket buffer is empty; a part of the line would break the
+    // framing, so a short send fails the connection.
+    if (SendNow(kContinue, &sent) && sent != kContinue.size()) Fail();
   }
 
   // One send() that never waits; *sent is 0 when the socket is full. False on an error.
@@ -257,10 +281,12 @@ class ConnectionResponder final : public HttpResponder {
   const bool head_;
   const std::atomic<bool>& stopping_;
   bool chunked_ = false;
-  State state_ = State::kNone;
-  std::atomic<bool> failed_{false};  // read by PeerClosed() on other threads
-  std::mutex out_mu_;                // WriteChunkNoWait against Flush
-  std::string backlog_;              // framed bytes queued by WriteChunkNoWait
+  std::atomic<State> state_{State::kNone};  // read by PeerClosed() on other threads
+  std::atomic<bool> failed_{false};
+  std::atomic<bool> probed_{false};
+  // WriteChunkNoWait against Flush; Send and StartStream against ProbeOnce.
+  std::mutex out_mu_;
+  std::string backlog_;  // framed bytes queued by WriteChunkNoWait
 };
 
 // A response the server writes itself, after which it closes the connection.

@@ -3,6 +3,7 @@
 // queue bound (429), a dead worker (503), the API key (401), 405 and 404.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import net from 'node:net';
 import { startServe, startWorker, startRouter, request, MODEL_NAME, withLogs, sleep } from './harness.mjs';
 
 const KEY = 'sk-limits';
@@ -204,6 +205,27 @@ test('a wrong method is a 405, an unknown path a 404', async () => {
   assertError(await request(`${server.url}/health`, { method: 'POST', body: {} }), 405);
   assertError(await request(`${server.url}/v1/nothing-here`, { method: 'POST', body: {}, headers: AUTH }), 404);
   assertError(await request(`${server.url}/nothing`, { method: 'GET' }), 404);
+});
+
+test('a client that half-closes after its request still gets its answer', async () => {
+  // RFC 9112 §9.6 allows a client to shut down its sending side once the request is sent.
+  const url = new URL(server.url);
+  const body = JSON.stringify({ model: MODEL_NAME, prompt: 'Once upon a time', max_tokens: 4 });
+  const text = await new Promise((resolve, reject) => {
+    const socket = net.createConnection({ host: url.hostname, port: Number(url.port), allowHalfOpen: true }, () => {
+      socket.end(`POST /v1/completions HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${KEY}\r\n`
+        + `Content-Type: application/json\r\nConnection: close\r\nContent-Length: ${Buffer.byteLength(body)}\r\n\r\n${body}`);
+    });
+    let got = '';
+    socket.on('data', (d) => { got += d; });
+    socket.on('end', () => resolve(got));
+    socket.on('error', reject);
+  });
+  // An interim 100 Continue may come first; the final answer is a 200 with the completion.
+  const final = text.replace(/^HTTP\/1\.1 100 Continue\r\n\r\n/, '');
+  assert.match(final, /^HTTP\/1\.1 200 /, text);
+  const json = JSON.parse(final.slice(final.indexOf('\r\n\r\n') + 4));
+  assert.equal(json.usage.completion_tokens, 4, final);
 });
 
 test('after all that bad input the server still serves', async () => {

@@ -1,5 +1,7 @@
 #include "service/http_server.h"
 
+#include <sys/socket.h>
+
 #include <atomic>
 #include <chrono>
 #include <random>
@@ -489,6 +491,50 @@ TEST(HttpServerTest, PeerClosedTurnsTrueWhenTheClientLeaves) {
   c.Close();
   ASSERT_TRUE(done.WaitForNotificationWithTimeout(absl::Seconds(5)));
   EXPECT_TRUE(saw_close.load());
+}
+
+// Issue 25 §4: a client that shuts down its sending side after a complete request got 500
+// (PeerClosed took the FIN for a departure and the handler cancelled). It must get its
+// answer, after an interim 100 Continue; a client that closes its socket is still seen
+// leaving, through the RST that the interim response draws.
+TEST(HttpServerTest, AHalfClosedClientGetsItsAnswer) {
+  CancelWatcher watcher(absl::Milliseconds(2));
+  std::atomic<bool> cancelled{false};
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    uint64_t id =
+        watcher.Watch([&out] { return out.PeerClosed(); }, [&] { cancelled = true; }, out.PeerFd());
+    std::this_thread::sleep_for(300ms);  // the generation
+    watcher.Unwatch(id);
+    if (!cancelled && !out.PeerClosed()) out.Send(200, "text/plain", "the answer");
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_EQ(::shutdown(c.fd(), SHUT_WR), 0);
+  auto interim = c.ReadUntil("\r\n\r\n");
+  ASSERT_TRUE(interim);
+  EXPECT_THAT(*interim, HasSubstr("HTTP/1.1 100 Continue"));
+  auto r = c.ReadResponse();
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_EQ(r->body(), "the answer");
+  EXPECT_FALSE(cancelled.load());
+}
+
+TEST(HttpServerTest, AClosedClientIsSeenLeavingThroughTheProbe) {
+  CancelWatcher watcher(absl::Milliseconds(2));
+  absl::Notification entered, cancelled;
+  auto server = StartServer([&](const HttpRequest&, HttpResponder& out) {
+    uint64_t id = watcher.Watch([&out] { return out.PeerClosed(); }, [&] { cancelled.Notify(); },
+                                out.PeerFd());
+    entered.Notify();
+    cancelled.WaitForNotificationWithTimeout(absl::Seconds(5));
+    watcher.Unwatch(id);
+  });
+  TestClient c(server->port());
+  ASSERT_TRUE(c.Send("GET / HTTP/1.1\r\nHost: a\r\n\r\n"));
+  ASSERT_TRUE(entered.WaitForNotificationWithTimeout(absl::Seconds(5)));
+  c.Close();
+  EXPECT_TRUE(cancelled.WaitForNotificationWithTimeout(absl::Seconds(5)));
 }
 
 TEST(HttpServerTest, PipelinedBytesDoNotCountAsClosed) {
