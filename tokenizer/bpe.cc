@@ -152,6 +152,9 @@ void BpeEncoder::EncodePiece(std::string_view piece, std::vector<TokenId>* out) 
 }
 
 void BpeEncoder::EncodeWithMerges(std::string_view piece, std::vector<TokenId>* out) const {
+  // Nothing to merge; and symbols.back() below needs one symbol (a vocabulary may hold an
+  // empty token, which the constructor encodes).
+  if (piece.empty()) return;
   const Vocab& v = *vocab_;
   thread_local std::vector<Symbol> symbols;
   symbols.clear();
