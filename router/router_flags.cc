@@ -34,6 +34,10 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
   cmd->add_option("--api-key", f->api_key,
                   "Require 'Authorization: Bearer <key>' on /v1/* and gRPC calls")
       ->envname("BATON_API_KEY");
+  cmd->add_option("--api-key-file", f->api_key_file,
+                  "API keys of several tenants, one 'KEY TENANT [MIN_PRIORITY]' per line: each "
+                  "tenant gets its own prefix-cache namespace and a priority ceiling")
+      ->envname("BATON_API_KEY_FILE");
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Largest request body (413 above)")
       ->envname("BATON_MAX_BODY_BYTES")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
@@ -126,6 +130,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.grpc_port = f.grpc_port;
   o.grpc_threads = f.grpc_threads;
   o.api_key = f.api_key;
+  o.api_key_file = f.api_key_file;
   o.http.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   o.http.max_connections = f.max_connections;
   o.limits.max_n = f.max_n;

@@ -20,6 +20,7 @@ struct RouterFlags {
   int grpc_port = 50051;
   int grpc_threads = 1;
   std::string api_key;
+  std::string api_key_file;
   int64_t max_body_bytes = 8 << 20;
   int max_connections = 1024;
   int max_n = 16;

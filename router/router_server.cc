@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "common/secret_token.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "dispatch/completion_loops.h"
@@ -16,6 +17,13 @@ namespace baton::router {
 absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOptions& options) {
   std::unique_ptr<RouterServer> r(new RouterServer());
   r->options_ = options;
+  // Tenants' cache namespaces are keyed by the cluster token when there is one, so that
+  // every router of the cluster, and this one after a restart, gives a tenant the same
+  // namespace; else by a secret of this process alone.
+  const std::string& token = options.pool.auth->token();
+  BATON_ASSIGN_OR_RETURN(std::shared_ptr<const service::ApiKeys> api_keys,
+                         service::ApiKeys::Create(options.api_key, options.api_key_file,
+                                                  token.empty() ? RandomToken() : token));
   BATON_ASSIGN_OR_RETURN(
       r->pool_, dispatch::WorkerPool::Create(options.worker, options.prefill_workers,
                                              options.decode_workers, options.pool, &r->metrics_));
@@ -33,7 +41,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     grpc_context.pool = r->pool_.get();
     grpc_context.metrics = &r->metrics_;
     grpc_context.limits = options.limits;
-    grpc_context.api_key = options.api_key;
+    grpc_context.api_keys = api_keys;
     grpc_context.request_log = r->request_log_.get();
     r->grpc_api_ = std::make_unique<frontdoor::GrpcApi>(grpc_context);
     r->health_ =
@@ -67,7 +75,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   http_context.watcher = r->watcher_.get();
   http_context.loops = r->loops_.get();
   http_context.limits = options.limits;
-  http_context.api_key = options.api_key;
+  http_context.api_keys = api_keys;
   http_context.request_log = r->request_log_.get();
   service::HttpServerOptions http = options.http;
   http.host = options.host;

@@ -42,7 +42,8 @@ struct RouterOptions {
   // Threads (one completion queue each) running the router's gRPC calls: baton.v1
   // Generate, and the worker streams of HTTP requests (dispatch/completion_loops.h).
   int grpc_threads = 1;
-  std::string api_key;  // empty: no authentication
+  std::string api_key;       // empty: no key of tenant "default"
+  std::string api_key_file;  // empty: none (service/api_key.h: lines KEY TENANT [MIN_PRIORITY])
   frontdoor::ProtocolLimits limits;
   service::HttpServerOptions http;                 // host and port come from above
   absl::Duration worker_wait = absl::Seconds(60);  // for the worker to answer at start-up

@@ -1,6 +1,13 @@
 #include "service/api_key.h"
 
+#include <algorithm>
 #include <cstddef>
+#include <sstream>
+
+#include "common/mapped_file.h"
+#include "common/strings.h"
+#include "openssl/evp.h"
+#include "openssl/hmac.h"
 
 namespace baton::service {
 namespace {
@@ -42,6 +49,130 @@ bool BearerTokenMatches(std::string_view authorization, std::string_view api_key
   std::string_view token = Trim(value.substr(space));
   if (token.empty()) return false;
   return ConstantTimeEquals(token, api_key);
+}
+
+namespace {
+
+constexpr size_t kMaxKeyFileBytes = size_t{16} << 20;
+
+bool IsTenantName(std::string_view name) {
+  if (name.empty() || name.size() > 64) return false;
+  return std::all_of(name.begin(), name.end(), [](char c) {
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' ||
+           c == '.' || c == '-';
+  });
+}
+
+// The first 128 bits of HMAC-SHA256(secret, tenant), as hex: a namespace no client can
+// choose or guess without the secret.
+std::string CacheNamespace(std::string_view secret, std::string_view tenant) {
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int len = 0;
+  const std::string message = StrCat("baton cache namespace\n", tenant);
+  HMAC(EVP_sha256(), secret.data(), static_cast<int>(secret.size()),
+       reinterpret_cast<const unsigned char*>(message.data()), message.size(), mac, &len);
+  static constexpr char kHex[] = "0123456789abcdef";
+  std::string out = "tenant:";
+  for (unsigned int i = 0; i < 16 && i < len; ++i) {
+    out += kHex[mac[i] >> 4];
+    out += kHex[mac[i] & 15];
+  }
+  return out;
+}
+
+}  // namespace
+
+int TenantPriority(const Tenant& tenant, int priority) {
+  return std::max(priority, tenant.min_priority);
+}
+
+std::string TenantCacheSalt(const Tenant& tenant, const std::string& cache_salt) {
+  if (tenant.cache_namespace.empty()) return cache_salt;
+  if (cache_salt.empty()) return tenant.cache_namespace;
+  return StrCat(tenant.cache_namespace, "/", cache_salt);
+}
+
+ApiKeys::ApiKeys() { tenants_.push_back(Tenant{}); }
+
+absl::StatusOr<std::shared_ptr<const ApiKeys>> ApiKeys::Create(const std::string& api_key,
+                                                               const std::string& key_file,
+                                                               std::string_view secret) {
+  auto keys = std::make_shared<ApiKeys>();
+  auto add = [&](std::string key, const std::string& tenant, int min_priority,
+                 const std::string& where) -> absl::Status {
+    for (const auto& [k, t] : keys->keys_) {
+      if (k == key) return absl::InvalidArgumentError(StrCat(where, ": the key is given twice"));
+    }
+    size_t index = keys->tenants_.size();
+    for (size_t i = 1; i < keys->tenants_.size(); ++i) {
+      if (keys->tenants_[i].name == tenant) index = i;
+    }
+    if (index == keys->tenants_.size()) {
+      keys->tenants_.push_back({tenant, CacheNamespace(secret, tenant), min_priority});
+    } else if (keys->tenants_[index].min_priority != min_priority) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ": tenant '", tenant, "' was given another MIN_PRIORITY before"));
+    }
+    keys->keys_.emplace_back(std::move(key), index);
+    return absl::OkStatus();
+  };
+  if (!api_key.empty()) {
+    absl::Status s = add(api_key, "default", INT_MIN, "--api-key");
+    if (!s.ok()) return s;
+  }
+  if (key_file.empty()) return std::shared_ptr<const ApiKeys>(std::move(keys));
+  absl::StatusOr<std::string> text = ReadFileToString(key_file, kMaxKeyFileBytes);
+  if (!text.ok()) {
+    return absl::Status(text.status().code(), StrCat("--api-key-file: ", text.status().message()));
+  }
+  std::istringstream lines(*text);
+  std::string line;
+  for (int n = 1; std::getline(lines, line); ++n) {
+    const std::string where = StrCat("--api-key-file ", key_file, " line ", n);
+    if (const size_t hash = line.find('#'); hash != std::string::npos) line.resize(hash);
+    std::istringstream words(line);
+    std::string key, tenant, priority, extra;
+    if (!(words >> key)) continue;  // blank
+    if (!(words >> tenant) || (words >> priority && words >> extra)) {
+      return absl::InvalidArgumentError(StrCat(where, ": expected 'KEY TENANT [MIN_PRIORITY]'"));
+    }
+    if (!IsTenantName(tenant)) {
+      return absl::InvalidArgumentError(
+          StrCat(where, ": the tenant name must be 1 to 64 of A-Z, a-z, 0-9, '_', '.', '-'"));
+    }
+    int min_priority = 0;
+    if (!priority.empty()) {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(priority, &used);
+      } catch (...) {
+        used = 0;
+      }
+      if (used != priority.size() || v < INT_MIN || v > INT_MAX) {
+        return absl::InvalidArgumentError(StrCat(where, ": MIN_PRIORITY '", priority,
+                                                 "' is not an integer in [", INT_MIN, ", ", INT_MAX,
+                                                 "]"));
+      }
+      min_priority = static_cast<int>(v);
+    }
+    absl::Status s = add(key, tenant, min_priority, where);
+    if (!s.ok()) return s;
+  }
+  if (keys->keys_.empty()) {
+    return absl::InvalidArgumentError(
+        StrCat("--api-key-file ", key_file, " holds no key; every request would be refused"));
+  }
+  return std::shared_ptr<const ApiKeys>(std::move(keys));
+}
+
+const Tenant* ApiKeys::Find(std::string_view authorization) const {
+  if (keys_.empty()) return &tenants_[0];
+  const Tenant* found = nullptr;
+  for (const auto& [key, tenant] : keys_) {  // no early exit: every key costs the same
+    if (BearerTokenMatches(authorization, key)) found = &tenants_[tenant];
+  }
+  return found;
 }
 
 }  // namespace baton::service

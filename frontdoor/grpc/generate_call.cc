@@ -100,9 +100,9 @@ class GenerateCall {
   }
 
   absl::Status Prepare() {
-    BATON_RETURN_IF_ERROR(CheckApiKey(ctx_, c_.api_key));
+    BATON_ASSIGN_OR_RETURN(const service::Tenant* tenant, CheckApiKey(ctx_, *c_.api_keys));
     BATON_ASSIGN_OR_RETURN(OpenAiRequest request, FromProto(req_, c_.limits));
-    BATON_ASSIGN_OR_RETURN(BuiltRequest built, BuildRequest(request, *c_.model, "gen"));
+    BATON_ASSIGN_OR_RETURN(BuiltRequest built, BuildRequest(request, *c_.model, "gen", *tenant));
     // gRPC's "no deadline" is a time point centuries away; only a real one is passed on.
     const auto deadline = ctx_.deadline();
     if (deadline < std::chrono::system_clock::now() + std::chrono::hours(24 * 365)) {

@@ -77,7 +77,9 @@ class GrpcApi::Service final : public AsyncGenerateService {
   }
 
  private:
-  absl::Status CheckAuth(grpc::ServerContext* ctx) const { return CheckApiKey(*ctx, c_.api_key); }
+  absl::Status CheckAuth(grpc::ServerContext* ctx) const {
+    return CheckApiKey(*ctx, *c_.api_keys).status();
+  }
 
   void FillCard(pb::ModelCard* card) const {
     const auto& info = c_.model->worker_info();
@@ -242,19 +244,20 @@ absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
   return r;
 }
 
-absl::Status CheckApiKey(const grpc::ServerContextBase& ctx, const std::string& api_key) {
-  if (api_key.empty()) return absl::OkStatus();
+absl::StatusOr<const service::Tenant*> CheckApiKey(const grpc::ServerContextBase& ctx,
+                                                   const service::ApiKeys& keys) {
   const auto& md = ctx.client_metadata();
   auto it = md.find("authorization");
-  if (it == md.end()) {
+  if (keys.required() && it == md.end()) {
     return absl::UnauthenticatedError(
         "missing API key: send metadata 'authorization: Bearer <key>'");
   }
-  if (!service::BearerTokenMatches(std::string_view(it->second.data(), it->second.size()),
-                                   api_key)) {
+  const service::Tenant* tenant = keys.Find(
+      it == md.end() ? std::string_view() : std::string_view(it->second.data(), it->second.size()));
+  if (tenant == nullptr) {
     return absl::UnauthenticatedError("incorrect API key in 'authorization' metadata");
   }
-  return absl::OkStatus();
+  return tenant;
 }
 
 GrpcApi::GrpcApi(GrpcApiContext context)

@@ -18,6 +18,7 @@
 #include "frontdoor/openai/request_log.h"
 #include "frontdoor/openai/served_model.h"
 #include "grpcpp/server_builder.h"
+#include "service/api_key.h"
 
 namespace baton::frontdoor {
 
@@ -28,7 +29,8 @@ struct GrpcApiContext {
   dispatch::WorkerPool* pool = nullptr;
   dispatch::RouterMetrics* metrics = nullptr;
   ProtocolLimits limits;
-  std::string api_key;                // empty: no authentication
+  // Without keys no authentication; else 'authorization: Bearer <key>' metadata.
+  std::shared_ptr<const service::ApiKeys> api_keys = std::make_shared<service::ApiKeys>();
   RequestLog* request_log = nullptr;  // null: no per-request lines
 };
 
@@ -36,8 +38,10 @@ struct GrpcApiContext {
 absl::StatusOr<OpenAiRequest> FromProto(const baton::v1::GenerateRequest& in,
                                         const ProtocolLimits& limits);
 
-// OK when no key is configured or the call's 'authorization' metadata carries it.
-absl::Status CheckApiKey(const grpc::ServerContextBase& ctx, const std::string& api_key);
+// The tenant of the key in the call's 'authorization' metadata (the anonymous one when no
+// key is configured); Unauthenticated when none matches.
+absl::StatusOr<const service::Tenant*> CheckApiKey(const grpc::ServerContextBase& ctx,
+                                                   const service::ApiKeys& keys);
 
 // The service and the threads that run Generate.
 //

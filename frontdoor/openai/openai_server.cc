@@ -117,16 +117,15 @@ class Handler {
                                                        "; see /v1/models, /v1/completions, "
                                                        "/v1/chat/completions")));
     }
-    if (!c_.api_key.empty()) {
-      const std::string_view auth = req.Header("authorization");
-      if (auth.empty()) {
-        return SendError(out, absl::UnauthenticatedError(
-                                  "You didn't provide an API key. Send it in the Authorization "
-                                  "header as 'Bearer <key>'."));
-      }
-      if (!service::BearerTokenMatches(auth, c_.api_key)) {
-        return SendError(out, absl::UnauthenticatedError("Incorrect API key provided."));
-      }
+    const std::string_view auth = req.Header("authorization");
+    if (c_.api_keys->required() && auth.empty()) {
+      return SendError(out, absl::UnauthenticatedError(
+                                "You didn't provide an API key. Send it in the Authorization "
+                                "header as 'Bearer <key>'."));
+    }
+    const service::Tenant* tenant = c_.api_keys->Find(auth);
+    if (tenant == nullptr) {
+      return SendError(out, absl::UnauthenticatedError("Incorrect API key provided."));
     }
     if (path == "/v1/models") {
       if (!is_get) return MethodNotAllowed(out, "GET");
@@ -151,7 +150,7 @@ class Handler {
       if (parsed->request_id.empty()) {
         parsed->request_id = std::string(req.Header("x-request-id"));
       }
-      return Generate(*parsed, out, arrival);
+      return Generate(*parsed, *tenant, out, arrival);
     }
     return SendError(out, absl::NotFoundError(StrCat("no route for ", req.method, " ", path)));
   }
@@ -166,10 +165,11 @@ class Handler {
     return ModelEntry{c_.model->name(), c_.model->created(), "baton", c_.model->max_model_len()};
   }
 
-  int Generate(const OpenAiRequest& request, HttpResponder& out, Clock::time_point arrival) {
+  int Generate(const OpenAiRequest& request, const service::Tenant& tenant, HttpResponder& out,
+               Clock::time_point arrival) {
     const bool chat = request.kind == OpenAiRequest::Kind::kChat;
     absl::StatusOr<BuiltRequest> built =
-        BuildRequest(request, *c_.model, chat ? "chatcmpl" : "cmpl");
+        BuildRequest(request, *c_.model, chat ? "chatcmpl" : "cmpl", tenant);
     if (!built.ok()) return SendError(out, built.status());
     Run run{request,
             built->response_id,

@@ -5,6 +5,8 @@
 // A client that disconnects mid-request cancels it in the worker at once.
 #pragma once
 
+#include <memory>
+
 #include <functional>
 #include <string>
 
@@ -15,6 +17,7 @@
 #include "frontdoor/openai/openai_protocol.h"
 #include "frontdoor/openai/request_log.h"
 #include "frontdoor/openai/served_model.h"
+#include "service/api_key.h"
 #include "service/cancel_watcher.h"
 #include "service/http_request.h"
 #include "service/http_responder.h"
@@ -28,7 +31,9 @@ struct OpenAiServerContext {
   service::CancelWatcher* watcher = nullptr;
   dispatch::CompletionLoops* loops = nullptr;  // where the worker streams run
   ProtocolLimits limits;
-  std::string api_key;                // empty: no authentication; else /v1/* need "Bearer <key>"
+  // Without keys no authentication; else /v1/* need "Bearer <key>", whose tenant the
+  // request is built for (BuildRequest).
+  std::shared_ptr<const service::ApiKeys> api_keys = std::make_shared<service::ApiKeys>();
   RequestLog* request_log = nullptr;  // null: no per-request lines
 };
 

@@ -51,7 +51,8 @@ absl::StatusOr<int64_t> FitToContext(int64_t context, int64_t prompt_tokens,
 }
 
 absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedModel& model,
-                                          const std::string& id_prefix) {
+                                          const std::string& id_prefix,
+                                          const service::Tenant& tenant) {
   BATON_RETURN_IF_ERROR(model.CheckModelName(r.model));
   const bool chat = r.kind == OpenAiRequest::Kind::kChat;
   if (chat && r.continue_final_message) {
@@ -103,8 +104,8 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
   g.request_id = r.request_id.empty() ? NewRequestId(id_prefix)
                                       : StrCat(NewRequestId(id_prefix), ".", r.request_id);
   out.response_id = r.request_id.empty() ? g.request_id : r.request_id;
-  g.priority = r.priority;
-  g.cache_salt = r.cache_salt;
+  g.priority = service::TenantPriority(tenant, r.priority);
+  g.cache_salt = service::TenantCacheSalt(tenant, r.cache_salt);
   g.session = r.prompt_cache_key.empty() ? r.user : r.prompt_cache_key;
   return out;
 }

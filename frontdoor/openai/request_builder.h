@@ -10,6 +10,7 @@
 #include "dispatch/generation.h"
 #include "frontdoor/openai/openai_protocol.h"
 #include "frontdoor/openai/served_model.h"
+#include "service/api_key.h"
 
 namespace baton::frontdoor {
 
@@ -23,9 +24,12 @@ struct BuiltRequest {
 };
 
 // Errors are InvalidArgument (naming the parameter) or NotFound (an unknown model).
-// `id_prefix` starts generated request ids ("cmpl", "chatcmpl").
+// `id_prefix` starts generated request ids ("cmpl", "chatcmpl"). The request runs in
+// `tenant`'s cache namespace (the client's cache_salt only narrows it) and at no higher
+// priority than its ceiling.
 absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& request, const ServedModel& model,
-                                          const std::string& id_prefix);
+                                          const std::string& id_prefix,
+                                          const service::Tenant& tenant = service::Tenant{});
 
 // The prompt must leave room for one token, and prompt + max_tokens must fit `context`.
 // Returns the max_tokens to send: the request's, or the rest of the context when unset.
