@@ -56,7 +56,9 @@ test('chat: non-streaming and streaming agree at temperature 0, with usage', asy
     model: MODEL_NAME, messages, temperature: 0, max_tokens: 40, stream: true,
     stream_options: { include_usage: true },
   }));
-  assert.ok(chunks.length >= 3, `only ${chunks.length} chunks`);
+  // At least one content chunk and the usage chunk. A loaded machine may deliver all 40
+  // tokens in one delta (the worker batches tokens for a reader that is behind).
+  assert.ok(chunks.length >= 2, `only ${chunks.length} chunks`);
   for (const c of chunks) assert.equal(c.object, 'chat.completion.chunk');
   const last = chunks.at(-1);
   assert.deepEqual(last.choices, [], 'the usage chunk has no choices');
