@@ -48,6 +48,9 @@ struct RouterOptions {
   service::HttpServerOptions http;                 // host and port come from above
   absl::Duration worker_wait = absl::Seconds(60);  // for the worker to answer at start-up
   bool log_requests = false;  // one JSON line per request on stdout (RequestLog)
+  // Special tokens' text typed inside chat messages becomes control tokens (the old,
+  // injectable behaviour) instead of plain text.
+  bool parse_special_in_content = false;
 };
 
 class RouterServer {

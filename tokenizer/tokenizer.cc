@@ -123,12 +123,29 @@ TokenId Tokenizer::TokenToId(std::string_view token) const {
   return -1;
 }
 
-bool Tokenizer::FindAddedToken(std::string_view text, size_t from, bool parse_special,
-                               size_t* begin, size_t* end, TokenId* id) const {
+bool Tokenizer::FindSpecialText(std::string_view text, size_t from, TextRange* found) const {
   for (size_t pos = from; pos < text.size(); ++pos) {
+    for (const AddedToken* t : added_by_first_byte_[static_cast<uint8_t>(text[pos])]) {
+      if (!t->special || text.compare(pos, t->content.size(), t->content) != 0) continue;
+      *found = {pos, pos + t->content.size()};
+      return true;
+    }
+  }
+  return false;
+}
+
+bool Tokenizer::FindAddedToken(std::string_view text, size_t from, const EncodeOptions& options,
+                               size_t* begin, size_t* end, TokenId* id) const {
+  std::span<const TextRange> literal = options.literal;
+  for (size_t pos = from; pos < text.size(); ++pos) {
+    while (!literal.empty() && literal.front().end <= pos) literal = literal.subspan(1);
     const auto& bucket = added_by_first_byte_[static_cast<uint8_t>(text[pos])];
     for (const AddedToken* t : bucket) {
-      if (t->special && !parse_special) continue;
+      if (t->special) {
+        // A special token is not matched where any of its bytes are literal text.
+        if (!options.parse_special) continue;
+        if (!literal.empty() && literal.front().begin < pos + t->content.size()) continue;
+      }
       if (text.compare(pos, t->content.size(), t->content) != 0) continue;
       size_t b = pos;
       size_t e = pos + t->content.size();
@@ -178,6 +195,11 @@ absl::StatusOr<std::vector<TokenId>> Tokenizer::Encode(std::string_view text,
   }
   std::string sanitized;
   if (!IsValidUtf8(text)) {
+    if (!options.literal.empty()) {
+      // Sanitizing would move the ranges; the callers that give them encode JSON strings,
+      // which are valid UTF-8.
+      return absl::InvalidArgumentError("text with literal ranges must be valid UTF-8");
+    }
     sanitized = SanitizeUtf8(text);
     text = sanitized;
   }
@@ -188,7 +210,7 @@ absl::StatusOr<std::vector<TokenId>> Tokenizer::Encode(std::string_view text,
   size_t begin = 0;
   size_t end = 0;
   TokenId id = -1;
-  while (FindAddedToken(text, pos, options.parse_special, &begin, &end, &id)) {
+  while (FindAddedToken(text, pos, options, &begin, &end, &id)) {
     EncodeSegment(text.substr(pos, begin - pos), pos == 0, &out);
     out.push_back(id);
     pos = end;

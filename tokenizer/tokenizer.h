@@ -19,9 +19,18 @@
 
 namespace baton::tokenizer {
 
+// A byte range [begin, end) of a text.
+struct TextRange {
+  size_t begin = 0;
+  size_t end = 0;
+};
+
 struct EncodeOptions {
   bool add_special_tokens = true;  // BOS/EOS as the model's config says
   bool parse_special = true;       // match special tokens' text ("<|eot_id|>") in the input
+  // Sorted, disjoint ranges of the text where special tokens' text is plain text even
+  // with parse_special: what a user typed inside a chat message (SpecialTextMask).
+  std::span<const TextRange> literal = {};
 };
 
 struct DecodeOptions {
@@ -60,13 +69,16 @@ class Tokenizer {
   const Vocab& vocab() const { return vocab_; }
   // The id of a token by its text, or -1.
   TokenId TokenToId(std::string_view token) const;
+  // The first exact occurrence, at or after `from`, of a special token's text; false if
+  // there is none.
+  bool FindSpecialText(std::string_view text, size_t from, TextRange* found) const;
 
  private:
   explicit Tokenizer(Vocab vocab, TokenizerLimits limits);
   void EncodeSegment(std::string_view text, bool first_segment, std::vector<TokenId>* out) const;
   // Finds the next added token at or after `from`. Returns false if none.
-  bool FindAddedToken(std::string_view text, size_t from, bool parse_special, size_t* begin,
-                      size_t* end, TokenId* id) const;
+  bool FindAddedToken(std::string_view text, size_t from, const EncodeOptions& options,
+                      size_t* begin, size_t* end, TokenId* id) const;
 
   Vocab vocab_;
   TokenizerLimits limits_;

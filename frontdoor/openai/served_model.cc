@@ -2,20 +2,24 @@
 
 #include <chrono>
 #include <thread>
+#include <type_traits>
 #include <utility>
 
 #include "absl/time/clock.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "template/chat_prompt.h"
+#include "tokenizer/special_text_mask.h"
 
 namespace baton::frontdoor {
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& tokenizer_path,
                                                                const std::string& served_name,
                                                                dispatch::WorkerClient* worker,
-                                                               absl::Duration wait) {
+                                                               absl::Duration wait,
+                                                               bool parse_special_in_content) {
   auto m = std::unique_ptr<ServedModel>(new ServedModel());
+  m->parse_special_in_content_ = parse_special_in_content;
   BATON_ASSIGN_OR_RETURN(m->files_, tokenizer::LoadTokenizerFiles(tokenizer_path));
   const absl::Time give_up = absl::Now() + wait;
   absl::StatusOr<baton::internal::v1::GetModelInfoResponse> info;
@@ -51,17 +55,54 @@ absl::StatusOr<std::vector<int32_t>> ServedModel::EncodeText(const std::string& 
   return files_.tokenizer->Encode(text, {.add_special_tokens = add_special_tokens});
 }
 
+namespace {
+
+// Calls `f` on every string value in `j` (not on keys).
+template <typename J, typename F>
+void ForEachString(J& j, const F& f) {
+  if (j.is_string()) {
+    f(j.template get_ref<
+        std::conditional_t<std::is_const_v<J>, const std::string&, std::string&>>());
+  } else if (j.is_structured()) {
+    for (auto& item : j) ForEachString(item, f);
+  }
+}
+
+}  // namespace
+
 absl::StatusOr<std::vector<int32_t>> ServedModel::EncodeChat(const nlohmann::ordered_json& chat,
                                                              bool add_generation_prompt,
                                                              bool add_special_tokens) const {
-  absl::StatusOr<std::string> text =
-      templating::RenderChatPrompt(files_.config, chat, add_generation_prompt);
+  // Special tokens' text inside the messages and tools is the client's text, not the
+  // template's markers (tokenizer/special_text_mask.h), unless --parse-special-in-content.
+  tokenizer::SpecialTextMask mask(files_.tokenizer.get());
+  bool has_special_text = false;
+  if (!parse_special_in_content_) {
+    ForEachString(chat, [&](const std::string& s) {
+      mask.Note(s);
+      tokenizer::TextRange found;
+      has_special_text = has_special_text || files_.tokenizer->FindSpecialText(s, 0, &found);
+    });
+  }
+  nlohmann::ordered_json hidden;
+  if (has_special_text) {
+    hidden = chat;
+    absl::Status hid = absl::OkStatus();
+    ForEachString(hidden, [&](std::string& s) {
+      if (hid.ok()) hid = mask.Hide(&s);
+    });
+    BATON_RETURN_IF_ERROR(hid);
+  }
+  absl::StatusOr<std::string> text = templating::RenderChatPrompt(
+      files_.config, has_special_text ? hidden : chat, add_generation_prompt);
   if (!text.ok()) {
     // A template that raises (e.g. "roles must alternate") is the client's error.
     return absl::InvalidArgumentError(
         StrCat("the chat template rejected the messages: ", text.status().message()));
   }
-  return EncodeText(*text, add_special_tokens);
+  const std::vector<tokenizer::TextRange> literal = mask.Reveal(&*text);
+  return files_.tokenizer->Encode(*text,
+                                  {.add_special_tokens = add_special_tokens, .literal = literal});
 }
 
 absl::Status ServedModel::CheckTokenIds(const std::vector<int32_t>& ids) const {

@@ -24,10 +24,13 @@ class ServedModel {
   // Loads the tokenizer from `tokenizer_path` (a model directory, .gguf or tokenizer.json)
   // and asks the worker for the model's facts, retrying until `wait` has passed so that a
   // router may start before its worker. `served_name` empty: the worker's model id.
+  // `parse_special_in_content`: special tokens' text inside chat messages is read as
+  // control tokens, as before Baton kept it plain text (EncodeChat).
   static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& tokenizer_path,
                                                            const std::string& served_name,
                                                            dispatch::WorkerClient* worker,
-                                                           absl::Duration wait);
+                                                           absl::Duration wait,
+                                                           bool parse_special_in_content = false);
 
   const std::string& name() const { return name_; }
   int64_t created() const { return created_; }
@@ -41,7 +44,9 @@ class ServedModel {
   absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text,
                                                   bool add_special_tokens) const;
   // `chat`: {"messages": [...], "tools": [...]}. Special tokens are not added by default:
-  // the template writes BOS itself.
+  // the template writes BOS itself. A special token's text inside the messages or tools
+  // ("<|im_end|>" typed by a user) is encoded as plain text; only the template's own
+  // markers become control tokens.
   absl::StatusOr<std::vector<int32_t>> EncodeChat(const nlohmann::ordered_json& chat,
                                                   bool add_generation_prompt,
                                                   bool add_special_tokens = false) const;
@@ -53,6 +58,7 @@ class ServedModel {
   int64_t created_ = 0;
   tokenizer::TokenizerFiles files_;
   baton::internal::v1::GetModelInfoResponse info_;
+  bool parse_special_in_content_ = false;
 };
 
 }  // namespace baton::frontdoor
