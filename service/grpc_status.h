@@ -1,5 +1,7 @@
 // absl::Status to grpc::Status and back, written once for every gRPC service and client:
-// the codes are the same numbers (both follow google.rpc.Code).
+// the codes are the same numbers (both follow google.rpc.Code). The parameter an error
+// names (common/param_error.h) travels as a google.rpc.BadRequest in the status details,
+// so that an error the worker found still names its field at the front door.
 #pragma once
 
 #include <string_view>

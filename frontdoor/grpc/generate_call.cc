@@ -6,6 +6,7 @@
 #include <string>
 #include <utility>
 
+#include "common/param_error.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "dispatch/choice_decoder.h"
@@ -18,6 +19,26 @@ namespace {
 
 namespace pb = ::baton::v1;
 namespace ipb = ::baton::internal::v1;
+
+// An error found past this front door (by the request checks both APIs share, or by the
+// worker) names the OpenAI parameter; a baton.v1 client is told the field of its own
+// GenerateRequest instead (in the status details' BadRequest), or no field when there is
+// no such one.
+absl::Status ToGrpcFieldName(absl::Status status) {
+  const std::string param = ParamOf(status);
+  if (param.empty()) return status;
+  const std::string base = param.substr(0, param.find_first_of(".["));
+  for (const char* f : {"temperature", "top_k", "top_p", "min_p", "repetition_penalty",
+                        "presence_penalty", "frequency_penalty", "logit_bias", "seed"}) {
+    if (base == f) return WithParam(std::move(status), StrCat("sampling.", param));
+  }
+  for (const char* f : {"max_tokens", "stop", "stop_token_ids"}) {
+    if (base == f) return WithParam(std::move(status), StrCat("stop.", param));
+  }
+  if (base == "logprobs") return status;
+  if (base == "prompt" || base == "messages") return WithParam(std::move(status), "input");
+  return WithParam(std::move(status), "");
+}
 using Clock = std::chrono::steady_clock;
 
 double Seconds(Clock::duration d) { return std::chrono::duration<double>(d).count(); }
@@ -180,7 +201,7 @@ class GenerateCall {
       responder_.Write(in_flight_, &write_step_);
     } else if (final_status_.has_value()) {
       finishing_ = true;
-      finish_status_ = *final_status_;
+      finish_status_ = ToGrpcFieldName(*final_status_);
       // An overloaded or workerless router asks the client to come back (gRPC's retry
       // pushback, the counterpart of HTTP's Retry-After).
       if (absl::IsUnavailable(finish_status_) || absl::IsResourceExhausted(finish_status_)) {

@@ -128,7 +128,7 @@ class GrpcApi::Service final : public AsyncGenerateService {
       return absl::InvalidArgumentError(StrCat(
           "token_ids has ", ids.size(), " ids; the maximum is ", c_.limits.max_prompt_token_ids));
     }
-    BATON_RETURN_IF_ERROR(c_.model->CheckTokenIds(ids));
+    BATON_RETURN_IF_ERROR(c_.model->CheckTokenIds(ids, "token_ids"));
     tokenizer::DecodeOptions options;
     options.skip_special_tokens = req.has_skip_special_tokens() ? req.skip_special_tokens() : true;
     BATON_ASSIGN_OR_RETURN(*out->mutable_text(), c_.model->tokenizer()->Decode(ids, options));

@@ -9,12 +9,6 @@
 namespace baton::frontdoor {
 namespace {
 
-// Debian's Abseil has its own absl::string_view, so spell the key through std::string.
-const std::string& ParamKey() {
-  static const std::string* const kKey = new std::string(kParamPayloadKey);
-  return *kKey;
-}
-
 ApiError Make(int http_status, std::string type, std::string code) {
   ApiError e;
   e.http_status = http_status;
@@ -24,17 +18,6 @@ ApiError Make(int http_status, std::string type, std::string code) {
 }
 
 }  // namespace
-
-absl::Status ParamError(std::string_view param, std::string_view message) {
-  absl::Status status = absl::InvalidArgumentError(std::string(message));
-  if (!param.empty()) status.SetPayload(ParamKey(), absl::Cord(std::string(param)));
-  return status;
-}
-
-std::string ParamOf(const absl::Status& status) {
-  const auto param = status.GetPayload(ParamKey());  // absl::optional in Debian's Abseil
-  return param.has_value() ? std::string(*param) : std::string();
-}
 
 ApiError ToApiError(const absl::Status& status) {
   ApiError e;

@@ -1,5 +1,5 @@
-// Errors of the OpenAI front door: how a Status names the offending request parameter, and
-// how a Status becomes OpenAI's error envelope.
+// Errors of the OpenAI front door: how a Status becomes OpenAI's error envelope (the
+// parameter it names, common/param_error.h, becomes `param`).
 //
 //   return ParamError("temperature", "'temperature' must be a number, got string");
 //   ...
@@ -11,17 +11,12 @@
 #include <string_view>
 
 #include "absl/status/status.h"
+#include "common/param_error.h"
 
 namespace baton::frontdoor {
 
-// Status payload key whose value is the request parameter an error is about.
-inline constexpr std::string_view kParamPayloadKey = "baton.param";
-
-// InvalidArgument(message) carrying `param` (e.g. "messages[2].content") as its payload.
-absl::Status ParamError(std::string_view param, std::string_view message);
-
-// The parameter a status names, or "" when none.
-std::string ParamOf(const absl::Status& status);
+using ::baton::ParamError;
+using ::baton::ParamOf;
 
 // OpenAI's error envelope: {"error": {"message", "type", "param", "code"}}.
 struct ApiError {

@@ -66,7 +66,7 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
     BATON_ASSIGN_OR_RETURN(g.prompt_ids, model.EncodeChat(r.chat, r.add_generation_prompt,
                                                           r.add_special_tokens.value_or(false)));
   } else if (r.prompt_ids) {
-    BATON_RETURN_IF_ERROR(model.CheckTokenIds(*r.prompt_ids));
+    BATON_RETURN_IF_ERROR(model.CheckTokenIds(*r.prompt_ids, "prompt"));
     g.prompt_ids = *r.prompt_ids;
   } else {
     BATON_ASSIGN_OR_RETURN(g.prompt_ids, model.EncodeText(r.prompt_text.value_or(""),
@@ -77,7 +77,7 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
   BATON_ASSIGN_OR_RETURN(
       const int64_t max_tokens,
       FitToContext(model.max_model_len(), static_cast<int64_t>(g.prompt_ids.size()), r));
-  BATON_RETURN_IF_ERROR(model.CheckTokenIds(r.stop_token_ids));
+  BATON_RETURN_IF_ERROR(model.CheckTokenIds(r.stop_token_ids, "stop_token_ids"));
 
   baton::internal::v1::SamplingParams& p = g.params;
   if (r.temperature) p.set_temperature(*r.temperature);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/time/clock.h"
+#include "common/param_error.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "template/chat_prompt.h"
@@ -105,12 +106,13 @@ absl::StatusOr<std::vector<int32_t>> ServedModel::EncodeChat(const nlohmann::ord
                                   {.add_special_tokens = add_special_tokens, .literal = literal});
 }
 
-absl::Status ServedModel::CheckTokenIds(const std::vector<int32_t>& ids) const {
+absl::Status ServedModel::CheckTokenIds(const std::vector<int32_t>& ids,
+                                        std::string_view param) const {
   const int32_t vocab = files_.tokenizer->vocab_size();
   for (size_t i = 0; i < ids.size(); ++i) {
     if (ids[i] < 0 || ids[i] >= vocab) {
-      return absl::InvalidArgumentError(StrCat("token id ", ids[i], " at position ", i,
-                                               " is outside the vocabulary [0, ", vocab, ")"));
+      return ParamError(param, StrCat("token id ", ids[i], " at position ", i, " of '", param,
+                                      "' is outside the vocabulary [0, ", vocab, ")"));
     }
   }
   return absl::OkStatus();

@@ -8,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "absl/status/statusor.h"
@@ -50,8 +51,8 @@ class ServedModel {
   absl::StatusOr<std::vector<int32_t>> EncodeChat(const nlohmann::ordered_json& chat,
                                                   bool add_generation_prompt,
                                                   bool add_special_tokens = false) const;
-  // Every id must be in the vocabulary.
-  absl::Status CheckTokenIds(const std::vector<int32_t>& ids) const;
+  // Every id must be in the vocabulary; the error names `param` (the field they came in).
+  absl::Status CheckTokenIds(const std::vector<int32_t>& ids, std::string_view param) const;
 
  private:
   std::string name_;

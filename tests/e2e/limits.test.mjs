@@ -45,6 +45,30 @@ function assertError(res, status, { param, pattern } = {}) {
 
 const post = (url, body, headers = AUTH) => request(url, { body, headers });
 
+// Ranges the worker checks against its model (vocabulary size, sampling bounds): the
+// error crosses the internal gRPC hop with its field (a google.rpc.BadRequest), so the
+// client still learns which parameter was wrong.
+test('values the worker refuses name their parameter', async () => {
+  const cases = [
+    [{ temperature: 500 }, 'temperature', /\[0, 100\]/],
+    [{ top_p: 2 }, 'top_p', /\(0, 1\]/],
+    [{ top_k: 10000000 }, 'top_k', /vocabulary/],
+    [{ min_p: 2 }, 'min_p', /\[0, 1\]/],
+    [{ repetition_penalty: 5 }, 'repetition_penalty', /\(0, 2\]/],
+    [{ presence_penalty: 3 }, 'presence_penalty', /\[-2, 2\]/],
+    [{ frequency_penalty: -3 }, 'frequency_penalty', /\[-2, 2\]/],
+    [{ logit_bias: { 9999999: 1 } }, 'logit_bias', /9999999/],
+    [{ stop_token_ids: [9999999] }, 'stop_token_ids', /9999999/],
+  ];
+  for (const [extra, param, pattern] of cases) {
+    for (const url of [compUrl(), chatUrl()]) {
+      const body = url === chatUrl() ? { messages: hi, max_tokens: 2, ...extra }
+                                      : { prompt: 'x', max_tokens: 2, ...extra };
+      assertError(await post(url, body), 400, { param, pattern });
+    }
+  }
+});
+
 test('malformed JSON is a 400', async () => {
   for (const raw of ['{"model": ', '{"messages": [}', 'not json', '[1, 2]', '']) {
     const res = await request(chatUrl(), { body: raw, raw: true, headers: AUTH });
@@ -70,7 +94,7 @@ test('wrong types are a 400 naming the parameter', async () => {
     [compUrl(), { prompt: { text: 'x' } }, 'prompt', /string/],
     [compUrl(), { prompt: 'x', max_tokens: 0 }, 'max_tokens', /at least 1/],
     [compUrl(), { prompt: 'x', logprobs: 21 }, 'logprobs', /maximum is 20/],
-    [compUrl(), { prompt: [5, 99999] }, undefined, /99999/],
+    [compUrl(), { prompt: [5, 99999] }, 'prompt', /99999/],
   ];
   for (const [url, body, param, pattern] of cases) {
     const res = await post(url, { model: MODEL_NAME, ...body });

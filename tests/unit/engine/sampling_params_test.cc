@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/param_error.h"
 #include "gtest/gtest.h"
 
 namespace baton::engine {
@@ -162,6 +163,11 @@ TEST(SamplingParamsTest, EveryErrorNamesItsParameterAndBound) {
     absl::Status status = Validate(c.set);
     ASSERT_EQ(status.code(), absl::StatusCode::kInvalidArgument) << c.name << ": " << status;
     const std::string message(status.message());
+    // The parameter also travels with the status, for the client's error `param`.
+    const std::string& first = c.message_parts.front();
+    EXPECT_EQ(ParamOf(status),
+              first.substr(0, first.find_first_not_of("abcdefghijklmnopqrstuvwxyz_")))
+        << c.name;
     for (const std::string& part : c.message_parts) {
       EXPECT_NE(message.find(part), std::string::npos)
           << c.name << ": '" << message << "' lacks '" << part << "'";

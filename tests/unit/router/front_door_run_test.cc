@@ -16,12 +16,14 @@
 #include "boost/beast/http/read.hpp"
 #include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
+#include "common/param_error.h"
 #include "frontdoor/openai/openai_error.h"
 #include "gmock/gmock.h"
 #include "grpcpp/grpcpp.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
 #include "router/router_server.h"
+#include "service/grpc_status.h"
 #include "tests/fakes/fake_worker.h"
 #include "tokenizer/loader.h"
 
@@ -44,6 +46,7 @@ struct Answer {
   bool error_event = false;      // HTTP: an error came as an event after the text
   grpc::StatusCode grpc_code{};  // gRPC
   std::string error_message;     // both
+  std::string param;             // HTTP: error.param; gRPC: the details' BadRequest field
 };
 
 class FrontDoorRunTest : public ::testing::TestWithParam<Api> {
@@ -104,6 +107,7 @@ class FrontDoorRunTest : public ::testing::TestWithParam<Api> {
     a.ok = s.ok();
     a.grpc_code = s.error_code();
     a.error_message = s.error_message();
+    a.param = ParamOf(service::FromGrpcStatus(s));
     return a;
   }
 
@@ -131,7 +135,9 @@ class FrontDoorRunTest : public ::testing::TestWithParam<Api> {
     http::read(socket, buffer, res, ec);
     a.http_status = static_cast<int>(res.result_int());
     if (a.http_status != 200) {
-      a.error_message = nlohmann::json::parse(res.body())["error"]["message"];
+      const nlohmann::json error = nlohmann::json::parse(res.body())["error"];
+      a.error_message = error["message"];
+      if (error["param"].is_string()) a.param = error["param"];
       return a;
     }
     // Server-sent events: text chunks, maybe an error event, then [DONE].
@@ -201,6 +207,14 @@ TEST_P(FrontDoorRunTest, DecodeFailureBeforeTheFirstTokenKeepsItsStatus) {
   ExpectFailure(a, absl::StatusCode::kResourceExhausted, "queue is full");
   EXPECT_TRUE(a.text.empty());
   EXPECT_EQ(decode_.kv.WaitForRelease(10).size(), 1u);
+}
+
+TEST_P(FrontDoorRunTest, AParameterTheWorkerRefusesIsNamedInEachAPIsTerms) {
+  decode_.worker.fail =
+      service::ToGrpcStatus(ParamError("temperature", "temperature must be in [0, 100]"));
+  Answer a = Call();
+  ExpectFailure(a, absl::StatusCode::kInvalidArgument, "temperature must be in [0, 100]");
+  EXPECT_EQ(a.param, GetParam() == Api::kHttp ? "temperature" : "sampling.temperature");
 }
 
 TEST_P(FrontDoorRunTest, DecodeFailureAfterTheFirstTokenEndsTheStreamAfterItsText) {
