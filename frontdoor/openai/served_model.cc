@@ -1,5 +1,6 @@
 #include "frontdoor/openai/served_model.h"
 
+#include <algorithm>
 #include <chrono>
 #include <thread>
 #include <type_traits>
@@ -13,6 +14,25 @@
 #include "tokenizer/special_text_mask.h"
 
 namespace baton::frontdoor {
+
+namespace {
+
+// The longest text, in bytes, whose tokens can fit in a context of `max_model_len`: no
+// token stands for more bytes than the vocabulary's longest, and a normalizer shrinks
+// text by at most a small factor (composing Hangul jamo: 9 bytes to 3). 0 (no bound) when
+// an added token absorbs any amount of whitespace around it (lstrip/rstrip).
+size_t MaxPromptBytes(const tokenizer::Tokenizer& t, int64_t max_model_len) {
+  for (const tokenizer::AddedToken& a : t.vocab().added_tokens) {
+    if (a.lstrip || a.rstrip) return 0;
+  }
+  size_t longest = 1;
+  for (int32_t id = 0; id < t.vocab_size(); ++id)
+    longest = std::max(longest, t.TokenBytes(id).size());
+  const size_t shrink = t.vocab().normalizer.empty() ? 1 : 4;
+  return static_cast<size_t>(std::max<int64_t>(max_model_len, 1)) * longest * shrink + 1024;
+}
+
+}  // namespace
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& tokenizer_path,
                                                                const std::string& served_name,
@@ -41,6 +61,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string
                "; give the router the worker's model with --model (or --tokenizer)"));
   }
   m->name_ = served_name.empty() ? m->info_.model_id() : served_name;
+  m->max_prompt_bytes_ = MaxPromptBytes(*m->files_.tokenizer, m->info_.max_model_len());
   m->created_ = absl::ToUnixSeconds(absl::Now());
   return m;
 }
@@ -51,8 +72,20 @@ absl::Status ServedModel::CheckModelName(const std::string& model) const {
       StrCat("The model `", model, "` does not exist. This server serves `", name_, "`."));
 }
 
+absl::Status ServedModel::CheckPromptBytes(std::string_view text, std::string_view param) const {
+  if (max_prompt_bytes_ == 0 || text.size() <= max_prompt_bytes_) return absl::OkStatus();
+  // Refused before tokenizing: the tokens could not fit, and counting them costs the
+  // router about a second of CPU per few MB.
+  return ParamError(
+      param, StrCat("This model's maximum context length is ", max_model_len(),
+                    " tokens. However, your '", param, "' is ", text.size(),
+                    " bytes, more than any ", max_model_len(), " tokens of this model can spell (",
+                    max_prompt_bytes_, " bytes at most). Please reduce the length of the input."));
+}
+
 absl::StatusOr<std::vector<int32_t>> ServedModel::EncodeText(const std::string& text,
                                                              bool add_special_tokens) const {
+  BATON_RETURN_IF_ERROR(CheckPromptBytes(text, "prompt"));
   return files_.tokenizer->Encode(text, {.add_special_tokens = add_special_tokens});
 }
 
@@ -102,6 +135,7 @@ absl::StatusOr<std::vector<int32_t>> ServedModel::EncodeChat(const nlohmann::ord
         StrCat("the chat template rejected the messages: ", text.status().message()));
   }
   const std::vector<tokenizer::TextRange> literal = mask.Reveal(&*text);
+  BATON_RETURN_IF_ERROR(CheckPromptBytes(*text, "messages"));
   return files_.tokenizer->Encode(*text,
                                   {.add_special_tokens = add_special_tokens, .literal = literal});
 }

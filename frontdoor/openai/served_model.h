@@ -42,6 +42,8 @@ class ServedModel {
   // NotFound, in OpenAI's words, unless `model` is empty or this model's name.
   absl::Status CheckModelName(const std::string& model) const;
 
+  // Text longer than any context's worth of tokens could spell (max_prompt_bytes) is
+  // refused before it is tokenized, naming 'prompt' (or 'messages' for chats).
   absl::StatusOr<std::vector<int32_t>> EncodeText(const std::string& text,
                                                   bool add_special_tokens) const;
   // `chat`: {"messages": [...], "tools": [...]}. Special tokens are not added by default:
@@ -51,15 +53,20 @@ class ServedModel {
   absl::StatusOr<std::vector<int32_t>> EncodeChat(const nlohmann::ordered_json& chat,
                                                   bool add_generation_prompt,
                                                   bool add_special_tokens = false) const;
+  // 0: no bound (a tokenizer whose added tokens swallow whitespace).
+  size_t max_prompt_bytes() const { return max_prompt_bytes_; }
   // Every id must be in the vocabulary; the error names `param` (the field they came in).
   absl::Status CheckTokenIds(const std::vector<int32_t>& ids, std::string_view param) const;
 
  private:
+  absl::Status CheckPromptBytes(std::string_view text, std::string_view param) const;
+
   std::string name_;
   int64_t created_ = 0;
   tokenizer::TokenizerFiles files_;
   baton::internal::v1::GetModelInfoResponse info_;
   bool parse_special_in_content_ = false;
+  size_t max_prompt_bytes_ = 0;
 };
 
 }  // namespace baton::frontdoor
