@@ -41,6 +41,11 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Largest request body (413 above)")
       ->envname("BATON_MAX_BODY_BYTES")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
+  cmd->add_option("--max-inflight-body-bytes", f->max_inflight_body_bytes,
+                  "Request bodies the router holds at once, over all requests in flight (429 "
+                  "with Retry-After above; 0: no bound)")
+      ->envname("BATON_MAX_INFLIGHT_BODY_BYTES")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 40));
   cmd->add_option("--max-connections", f->max_connections,
                   "Open HTTP connections at once (503 above)")
       ->envname("BATON_MAX_CONNECTIONS")
@@ -138,6 +143,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.api_key_file = f.api_key_file;
   o.http.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   o.http.max_connections = f.max_connections;
+  o.http.max_inflight_body_bytes = static_cast<size_t>(f.max_inflight_body_bytes);
   o.limits.max_n = f.max_n;
   o.limits.max_stop = f.max_stop;
   o.limits.max_top_logprobs = f.max_top_logprobs;

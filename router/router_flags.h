@@ -22,6 +22,7 @@ struct RouterFlags {
   std::string api_key;
   std::string api_key_file;
   int64_t max_body_bytes = 8 << 20;
+  int64_t max_inflight_body_bytes = 64 << 20;
   int max_connections = 1024;
   int max_n = 16;
   int max_stop = 16;

@@ -347,8 +347,17 @@ std::string RemoteAddress(const net::ip::tcp::socket& socket) {
                          : StrCat(host, ":", endpoint.port());
 }
 
+// 429 for a body that does not fit in what the server lets all requests hold at once.
+void AnswerOverBudget(SocketStream& stream, size_t bytes, const ByteBudget& bodies) {
+  SendErrorAndClose(stream, 429,
+                    StrCat("the server holds ", bodies.held(), " bytes of request bodies and ",
+                           "this one adds ", bytes, "; the limit (--max-inflight-body-bytes) is ",
+                           bodies.limit(), " bytes. Retry later"),
+                    "requests", {{"Retry-After", "1"}});
+}
+
 void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& options,
-               const HttpHandler& handler, const std::atomic<bool>& stopping) {
+               const HttpHandler& handler, const std::atomic<bool>& stopping, ByteBudget& bodies) {
   const std::string remote = RemoteAddress(conn.socket);
   beast::flat_buffer buffer;  // keeps pipelined bytes from one request to the next
   for (;;) {
@@ -381,6 +390,20 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
         return;
       }
     }
+    // The body's bytes are taken from the shared budget before they are read when the
+    // client says how many (Content-Length); a chunked body once it is read (it is bounded
+    // by max_body_bytes meanwhile). Held until the handler has answered.
+    std::optional<ByteBudget::Lease> body_lease;
+    if (!ec && !parser.is_done() && parser.content_length().has_value()) {
+      const size_t length = static_cast<size_t>(*parser.content_length());
+      if (length <= options.max_body_bytes) {
+        body_lease = bodies.TryTake(length);
+        if (!body_lease) {
+          AnswerOverBudget(stream, length, bodies);
+          return;
+        }
+      }
+    }
     if (!ec && !parser.is_done()) {
       const auto& header = parser.get();
       if (header.version() >= 11 && beast::iequals(header[http::field::expect], "100-continue")) {
@@ -393,6 +416,14 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
     if (ec) {
       AnswerReadError(stream, ec, parser.got_some() || buffer.size() > 0, options);
       return;
+    }
+
+    if (!body_lease && !parser.get().body().empty()) {
+      body_lease = bodies.TryTake(parser.get().body().size());
+      if (!body_lease) {
+        AnswerOverBudget(stream, parser.get().body().size(), bodies);
+        return;
+      }
     }
 
     auto message = parser.release();
@@ -426,10 +457,10 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
 }  // namespace
 
 void ServeConnection(Connection& conn, const HttpServerOptions& options, const HttpHandler& handler,
-                     const std::atomic<bool>& stopping) {
+                     const std::atomic<bool>& stopping, ByteBudget& bodies) {
   try {
     SocketStream stream(conn.socket, milliseconds(options.write_timeout_ms));
-    ServeLoop(conn, stream, options, handler, stopping);
+    ServeLoop(conn, stream, options, handler, stopping, bodies);
   } catch (...) {
     // Only allocation failure gets here; the caller closes the connection.
   }

@@ -1,11 +1,12 @@
 // One accepted HTTP/1.1 connection, served on its own thread: keep-alive, pipelining,
 // Expect: 100-continue, chunked bodies, and the errors the server answers without calling
-// the handler (400, 408, 413, 431, 503). Internal to HttpServer.
+// the handler (400, 408, 413, 429, 431, 503). Internal to HttpServer.
 #pragma once
 
 #include <atomic>
 
 #include "boost/asio/ip/tcp.hpp"
+#include "service/byte_budget.h"
 #include "service/http_options.h"
 #include "service/http_responder.h"
 
@@ -27,8 +28,9 @@ struct Connection {
 
 // Serves requests until the peer closes, a timeout, an error, or `stopping` is seen between
 // requests. Never throws. The caller closes the socket.
+// `bodies` bounds the request bodies that all connections hold at once.
 void ServeConnection(Connection& conn, const HttpServerOptions& options, const HttpHandler& handler,
-                     const std::atomic<bool>& stopping);
+                     const std::atomic<bool>& stopping, ByteBudget& bodies);
 
 // Answers 503 on a connection over max_connections. Never throws.
 void RejectConnection(Connection& conn, const HttpServerOptions& options);

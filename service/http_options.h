@@ -9,8 +9,10 @@ namespace baton::service {
 
 struct HttpServerOptions {
   std::string host = "127.0.0.1";
-  int port = 0;                        // 0: any free port (see HttpServer::port())
-  size_t max_body_bytes = 8 << 20;     // larger: 413
+  int port = 0;                     // 0: any free port (see HttpServer::port())
+  size_t max_body_bytes = 8 << 20;  // larger: 413
+  // Bodies of all requests in flight together (ByteBudget); past it: 429. 0: no bound.
+  size_t max_inflight_body_bytes = 64 << 20;
   size_t max_header_bytes = 64 << 10;  // request line plus fields; larger: 431
   int max_connections = 1024;          // more: 503 and close
   int idle_timeout_ms = 60000;         // keep-alive connection with no request

@@ -67,7 +67,10 @@ struct HttpServer::Impl {
   };
 
   Impl(HttpServerOptions o, HttpHandler h)
-      : options(std::move(o)), handler(std::move(h)), acceptor(io) {}
+      : options(std::move(o)),
+        handler(std::move(h)),
+        bodies(options.max_inflight_body_bytes),
+        acceptor(io) {}
   ~Impl() {
     // Only reached without a Shutdown when Start fails half-way.
     Shutdown(absl::ZeroDuration());
@@ -83,7 +86,8 @@ struct HttpServer::Impl {
 
   const HttpServerOptions options;
   const HttpHandler handler;
-  net::io_context io;  // owns the sockets' services; never run: all I/O is synchronous
+  service::ByteBudget bodies;  // request bodies held by all connections at once
+  net::io_context io;          // owns the sockets' services; never run: all I/O is synchronous
   net::ip::tcp::acceptor acceptor;
   int wake_fd = -1;  // eventfd that stops the accept loop
   int port = 0;
@@ -190,7 +194,7 @@ void HttpServer::Impl::RunConnection(uint64_t id, std::shared_ptr<Connection> co
   if (reject) {
     http_internal::RejectConnection(*conn, options);
   } else {
-    http_internal::ServeConnection(*conn, options, handler, stopping);
+    http_internal::ServeConnection(*conn, options, handler, stopping, bodies);
   }
   {
     std::lock_guard<std::mutex> lock(mu);

@@ -13,7 +13,8 @@
 //
 // The server answers some requests itself, without calling the handler, with an OpenAI error
 // envelope and Connection: close: malformed (400), too slow (408), body over max_body_bytes
-// (413), header over max_header_bytes (431), connections over max_connections (503).
+// (413), bodies in flight over max_inflight_body_bytes (429), header over max_header_bytes
+// (431), connections over max_connections (503).
 #pragma once
 
 #include <memory>

@@ -359,6 +359,71 @@ TEST(HttpServerTest, BodyOverLimitGets413WithoutCallingTheHandler) {
   EXPECT_EQ(calls.load(), 1);
 }
 
+// max_inflight_body_bytes bounds the bodies of all requests in flight together: while one
+// request holds 800 of 1000 bytes, another of 300 gets 429 with Retry-After (before its
+// body is read when it has a Content-Length; once read when chunked), and fits again once
+// the first has been answered.
+TEST(HttpServerTest, BodiesInFlightOverTheBudgetGet429) {
+  absl::Notification release;
+  std::atomic<int> calls{0};
+  HttpServerOptions options;
+  options.max_inflight_body_bytes = 1000;
+  auto server = StartServer(
+      [&](const HttpRequest& r, HttpResponder& out) {
+        ++calls;
+        if (r.body.size() == 800) release.WaitForNotification();
+        Echo(r, out);
+      },
+      options);
+  ASSERT_NE(server, nullptr);
+  auto post = [](size_t n) {
+    return StrCat("POST / HTTP/1.1\r\nHost: a\r\nContent-Length: ", n, "\r\n\r\n",
+                  std::string(n, 'x'));
+  };
+  TestClient holder(server->port());
+  ASSERT_TRUE(holder.Send(post(800)));
+  ASSERT_TRUE(Eventually([&] { return calls.load() == 1; }));
+  {
+    TestClient c(server->port());
+    ASSERT_TRUE(c.Send(post(300)));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 429);
+    EXPECT_EQ(Field(*r, "Retry-After"), "1");
+    ExpectErrorEnvelope(*r, "--max-inflight-body-bytes");
+    EXPECT_THAT(r->body(), HasSubstr("1000 bytes"));
+    EXPECT_TRUE(c.WaitClosed());
+  }
+  {
+    TestClient c(server->port());  // chunked: counted once read
+    const std::string chunk = StrCat("96\r\n", std::string(150, 'y'), "\r\n");
+    ASSERT_TRUE(c.Send(StrCat("POST / HTTP/1.1\r\nHost: a\r\nTransfer-Encoding: chunked\r\n\r\n",
+                              chunk, chunk, "0\r\n\r\n")));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 429);
+  }
+  {
+    TestClient c(server->port());  // what still fits is served
+    ASSERT_TRUE(c.Send(post(200)));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 200);
+  }
+  release.Notify();
+  auto held = holder.ReadResponse();
+  ASSERT_TRUE(held);
+  EXPECT_EQ(held->result_int(), 200);
+  {
+    TestClient c(server->port());  // the first request gave its bytes back
+    ASSERT_TRUE(c.Send(post(300)));
+    auto r = c.ReadResponse();
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->result_int(), 200);
+  }
+  EXPECT_EQ(calls.load(), 3);
+}
+
 TEST(HttpServerTest, HeadersOverLimitGet431) {
   std::atomic<int> calls{0};
   HttpServerOptions options;
