@@ -76,6 +76,13 @@ absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxOptions& o
       return UcxStatus(s, StrCat("UCX transports '", options.transports, "'"));
     }
   }
+  if (!options.net_devices.empty() && std::getenv("UCX_NET_DEVICES") == nullptr) {
+    const ucs_status_t s = ucp_config_modify(config, "NET_DEVICES", options.net_devices.c_str());
+    if (s != UCS_OK) {
+      ucp_config_release(config);
+      return UcxStatus(s, StrCat("UCX network devices '", options.net_devices, "'"));
+    }
+  }
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;

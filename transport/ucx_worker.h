@@ -27,6 +27,9 @@ namespace baton::transport {
 
 struct UcxOptions {
   std::string transports;  // UCX_TLS syntax ("tcp", "posix,cma", "sm", ...); empty: UCX_TLS
+  // UCX_NET_DEVICES syntax ("lo", "eth0,mlx5_0:1"; NetDevicesFor). Empty, or when the
+  // UCX_NET_DEVICES variable is set (the operator's choice wins): UCX's.
+  std::string net_devices = {};
 };
 
 class UcxWorker;

@@ -235,7 +235,8 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
   std::unique_ptr<transport::RegisteredRegion> region;
   engine::RankKvSetup kv;
   if (f.role != "colocated") {
-    BATON_ASSIGN_OR_RETURN(ucx, transport::UcxWorker::Create({.transports = f.ucx_tls}));
+    BATON_ASSIGN_OR_RETURN(const transport::UcxOptions ucx_options, TransferUcxOptions(f));
+    BATON_ASSIGN_OR_RETURN(ucx, transport::UcxWorker::Create(ucx_options));
     if (f.kv_pool == "ucx" ||
         (f.kv_pool == "auto" && f.role == "decode" && transport::MayUseSharedMemory(f.ucx_tls))) {
       kv.pool_memory = [&](size_t bytes) -> absl::StatusOr<void*> {

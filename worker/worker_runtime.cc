@@ -16,6 +16,7 @@
 #include "model/weight_check.h"
 #include "parallel/store.h"
 #include "service/metrics.h"
+#include "transport/net_devices.h"
 #include "worker/rank_kv.h"
 
 namespace baton::worker {
@@ -121,10 +122,25 @@ void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
       ->envname("BATON_CHECK_WEIGHTS");
 }
 
+absl::StatusOr<transport::UcxOptions> TransferUcxOptions(const WorkerFlags& flags) {
+  transport::UcxOptions o;
+  o.transports = flags.ucx_tls;
+  const bool own = !flags.transfer_host.empty();
+  BATON_ASSIGN_OR_RETURN(o.net_devices,
+                         transport::NetDevicesFor(own ? flags.transfer_host : flags.host,
+                                                  own ? "--transfer-host" : "--host"));
+  return o;
+}
+
 void AddTransferFlags(CLI::App* cmd, WorkerFlags* f) {
   cmd->add_option("--ucx-tls", f->ucx_tls,
                   "UCX transports for KV transfers, as UCX_TLS (e.g. tcp, sm, rc,cuda_ipc)")
       ->envname("BATON_UCX_TLS");
+  cmd->add_option("--transfer-host", f->transfer_host,
+                  "Address whose network interface UCX's transports for KV transfers listen "
+                  "on (default: --host; 0.0.0.0: every interface; UCX_NET_DEVICES, when set, "
+                  "wins)")
+      ->envname("BATON_TRANSFER_HOST");
   cmd->add_option("--kv-pool", f->kv_pool,
                   "Where the KV pool's memory comes from: auto (a decode worker whose UCX "
                   "transports include shared memory lets UCX allocate it, so that prefill "
@@ -238,9 +254,13 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
 
   model::OpenOptions open;
   open.use_mmap = !flags.no_mmap;
-  // Every role takes part in KV transfers: a colocated worker can send and receive, so
-  // that the router may mix colocated and split workers.
-  BATON_ASSIGN_OR_RETURN(w->ucx_, transport::UcxWorker::Create({.transports = flags.ucx_tls}));
+  // Only prefill and decode workers take part in KV transfers: a colocated worker opens no
+  // UCX listener at all (the router never pairs it with a prefill worker), unless its pool
+  // is to come from UCX.
+  if (flags.role != "colocated" || flags.kv_pool == "ucx") {
+    BATON_ASSIGN_OR_RETURN(const transport::UcxOptions ucx, TransferUcxOptions(flags));
+    BATON_ASSIGN_OR_RETURN(w->ucx_, transport::UcxWorker::Create(ucx));
+  }
   // A decode worker's pool is where prefill workers' puts land. Over shared memory UCX
   // can write only into memory it allocated itself without emulating the put (a copy
   // into a bounce buffer, then one by our progress thread): docs/transport.md. Other
@@ -326,10 +346,9 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
   BATON_ASSIGN_OR_RETURN(w->gpu_,
                          engine::StartGpu(*w->loaded_.model, flags.device, &options, gpu_start));
   BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
-  // A colocated group takes no part in KV transfers: a split group's ranks each move their
-  // own slice (docs/parallel.md, "KV transfers with groups"). Nor does a colocated GPU
-  // worker, which keeps no host copy of its pages.
-  const bool takes_transfers = flags.role != "colocated" || (group_size == 1 && !on_gpu);
+  // A colocated worker takes no part in KV transfers; a split group's ranks each move their
+  // own slice (docs/parallel.md, "KV transfers with groups").
+  const bool takes_transfers = flags.role != "colocated";
   // One registration of the whole pool (or its host copy) serves both directions
   // (docs/transport.md).
   if (w->pool_region_ == nullptr && takes_transfers) {

@@ -49,10 +49,12 @@ struct WorkerFlags {
   bool no_prefix_cache = false;
   bool no_mmap = false;
   bool check_weights = false;  // --check-weights: refuse a model with a NaN or Inf weight
-  // Disaggregation (docs/disaggregation.md): "colocated" (prefill and decode, and both
-  // sides of KV transfers), "prefill" or "decode".
+  // Disaggregation (docs/disaggregation.md): "colocated" (prefill and decode in one
+  // process, no KV transfers), "prefill" or "decode".
   std::string role = "colocated";
   std::string ucx_tls;  // UCX transports; empty: UCX_TLS, else UCX's choice
+  // The address whose interface UCX's network transports listen on; empty: --host.
+  std::string transfer_host;
   // Where the KV pool's memory comes from: "auto" (UCX allocates it on a decode worker
   // whose transports include shared memory), "engine" or "ucx".
   std::string kv_pool = "auto";
@@ -102,6 +104,10 @@ void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* dtype);
 void AddEngineFlags(CLI::App* cmd, WorkerFlags* flags);
 // The KV-transfer flags (--ucx-tls, --kv-lease-seconds) and --metrics-port.
 void AddTransferFlags(CLI::App* cmd, WorkerFlags* flags);
+
+// The UCX options of a worker that takes part in KV transfers: --ucx-tls, and network
+// devices limited to the interface of --transfer-host (or --host).
+absl::StatusOr<transport::UcxOptions> TransferUcxOptions(const WorkerFlags& flags);
 
 class WorkerRuntime {
  public:
