@@ -38,6 +38,13 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "API keys of several tenants, one 'KEY TENANT [MIN_PRIORITY]' per line: each "
                   "tenant gets its own prefix-cache namespace and a priority ceiling")
       ->envname("BATON_API_KEY_FILE");
+  cmd->add_option("--public-tls-cert", f->public_tls_cert,
+                  "PEM certificate chain for HTTPS on --port and TLS on --grpc-port (default: "
+                  "--tls-cert when given; else plaintext)")
+      ->envname("BATON_PUBLIC_TLS_CERT");
+  cmd->add_option("--public-tls-key", f->public_tls_key,
+                  "PEM private key of --public-tls-cert (default: --tls-key when given)")
+      ->envname("BATON_PUBLIC_TLS_KEY");
   cmd->add_option("--max-body-bytes", f->max_body_bytes, "Largest request body (413 above)")
       ->envname("BATON_MAX_BODY_BYTES")
       ->check(CLI::Range(int64_t{1024}, int64_t{1} << 30));
@@ -141,6 +148,10 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.grpc_threads = f.grpc_threads;
   o.api_key = f.api_key;
   o.api_key_file = f.api_key_file;
+  const bool own_tls = !f.public_tls_cert.empty() || !f.public_tls_key.empty();
+  o.public_tls.cert = own_tls ? f.public_tls_cert : f.internal_auth.tls_cert;
+  o.public_tls.key = own_tls ? f.public_tls_key : f.internal_auth.tls_key;
+  o.public_tls_flags = own_tls ? "--public-tls-" : "--tls-";
   o.http.max_body_bytes = static_cast<size_t>(f.max_body_bytes);
   o.http.max_connections = f.max_connections;
   o.http.max_inflight_body_bytes = static_cast<size_t>(f.max_inflight_body_bytes);

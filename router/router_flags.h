@@ -21,6 +21,10 @@ struct RouterFlags {
   int grpc_threads = 1;
   std::string api_key;
   std::string api_key_file;
+  // HTTPS and gRPC TLS on the public ports (service/tls_context.h); empty: --tls-cert and
+  // --tls-key when those are given, else plaintext.
+  std::string public_tls_cert;
+  std::string public_tls_key;
   int64_t max_body_bytes = 8 << 20;
   int64_t max_inflight_body_bytes = 64 << 20;
   int max_connections = 1024;

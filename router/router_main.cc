@@ -29,9 +29,9 @@ absl::Status Run(const baton::router::RouterFlags& flags) {
   std::fprintf(stderr, "baton-router: waiting for the worker at %s\n", worker.c_str());
   BATON_ASSIGN_OR_RETURN(auto router, baton::router::RouterServer::Start(options));
   // The first stdout line says where it listens (scripts and tests read the ports here).
-  std::printf("baton-router: serving %s on http://%s:%d (gRPC %s:%d), worker %s\n",
-              router->model().name().c_str(), options.host.c_str(), router->http_port(),
-              options.host.c_str(), router->grpc_port(), worker.c_str());
+  std::printf("baton-router: serving %s on %s://%s:%d (gRPC %s:%d), worker %s\n",
+              router->model().name().c_str(), router->http_scheme(), options.host.c_str(),
+              router->http_port(), options.host.c_str(), router->grpc_port(), worker.c_str());
   std::fflush(stdout);
   const int signal = baton::WaitForStopSignal();
   std::fprintf(stderr, "baton-router: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");

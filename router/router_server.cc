@@ -52,7 +52,12 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
     const std::string address = StrCat(options.host, ":", options.grpc_port);
-    builder.AddListeningPort(address, grpc::InsecureServerCredentials(), &r->grpc_port_);
+    std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
+    if (options.public_tls.enabled()) {
+      BATON_ASSIGN_OR_RETURN(
+          credentials, service::ServerTlsCredentials(options.public_tls, options.public_tls_flags));
+    }
+    builder.AddListeningPort(address, credentials, &r->grpc_port_);
     r->grpc_api_->Register(builder);
     builder.RegisterService(r->health_.get());
     r->loops_ = dispatch::CompletionLoops::AddTo(builder, options.grpc_threads);
@@ -79,6 +84,10 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   http_context.api_keys = api_keys;
   http_context.request_log = r->request_log_.get();
   service::HttpServerOptions http = options.http;
+  if (options.public_tls.enabled()) {
+    BATON_ASSIGN_OR_RETURN(http.tls,
+                           service::ServerTlsContext(options.public_tls, options.public_tls_flags));
+  }
   http.host = options.host;
   http.port = options.http_port;
   BATON_ASSIGN_OR_RETURN(r->http_,

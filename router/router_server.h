@@ -24,6 +24,7 @@
 #include "service/health_service.h"
 #include "service/http_options.h"
 #include "service/http_server.h"
+#include "service/tls_context.h"
 
 namespace baton::router {
 
@@ -44,6 +45,8 @@ struct RouterOptions {
   int grpc_threads = 1;
   std::string api_key;       // empty: no key of tenant "default"
   std::string api_key_file;  // empty: none (service/api_key.h: lines KEY TENANT [MIN_PRIORITY])
+  service::PublicTlsFiles public_tls;              // HTTPS and gRPC TLS; empty: plaintext
+  std::string public_tls_flags = "--public-tls-";  // how errors name the files' flags
   frontdoor::ProtocolLimits limits;
   service::HttpServerOptions http;                 // host and port come from above
   absl::Duration worker_wait = absl::Seconds(60);  // for the worker to answer at start-up
@@ -59,6 +62,8 @@ class RouterServer {
   ~RouterServer();
 
   int http_port() const;
+  // "https" when the public ports speak TLS, else "http".
+  const char* http_scheme() const { return options_.public_tls.enabled() ? "https" : "http"; }
   int grpc_port() const { return grpc_port_; }
   const frontdoor::ServedModel& model() const { return *model_; }
   dispatch::RouterMetrics& metrics() { return metrics_; }

@@ -258,21 +258,9 @@ class ConnectionResponder final : public HttpResponder {
     if (SendNow(kContinue, &sent) && sent != kContinue.size()) Fail();
   }
 
-  // One send() that never waits; *sent is 0 when the socket is full. False on an error.
+  // One write that never waits; *sent is 0 when the socket is full. False on an error.
   bool SendNow(std::string_view bytes, size_t* sent) {
-    for (;;) {
-      ssize_t n = ::send(stream_.fd(), bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
-      if (n >= 0) {
-        *sent = static_cast<size_t>(n);
-        return true;
-      }
-      if (errno == EINTR) continue;
-      if (errno == EAGAIN || errno == EWOULDBLOCK) {
-        *sent = 0;
-        return true;
-      }
-      return Fail();
-    }
+    return stream_.SendNoWait(bytes, sent) || Fail();
   }
 
   SocketStream& stream_;
@@ -459,7 +447,11 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
 void ServeConnection(Connection& conn, const HttpServerOptions& options, const HttpHandler& handler,
                      const std::atomic<bool>& stopping, ByteBudget& bodies) {
   try {
-    SocketStream stream(conn.socket, milliseconds(options.write_timeout_ms));
+    SocketStream stream(conn.socket, milliseconds(options.write_timeout_ms), options.tls.get());
+    // A client that does not finish the TLS handshake within the read timeout (or speaks
+    // plaintext to an HTTPS port) is closed without an answer: there is no channel to
+    // answer on.
+    if (!stream.Handshake(Clock::now() + milliseconds(options.read_timeout_ms))) return;
     ServeLoop(conn, stream, options, handler, stopping, bodies);
   } catch (...) {
     // Only allocation failure gets here; the caller closes the connection.
@@ -468,10 +460,11 @@ void ServeConnection(Connection& conn, const HttpServerOptions& options, const H
 
 void RejectConnection(Connection& conn, const HttpServerOptions& options) {
   try {
-    SocketStream stream(conn.socket, kRejectReadTimeout);
+    SocketStream stream(conn.socket, kRejectReadTimeout, options.tls.get());
     // Reading the request head first keeps the 503 from racing the client's request.
     auto deadline =
         Clock::now() + std::min(kRejectReadTimeout, milliseconds(options.read_timeout_ms));
+    if (!stream.Handshake(deadline)) return;
     stream.set_read_deadline(deadline);
     if (stream.WaitReadable(deadline)) {
       RequestParser parser;

@@ -2,7 +2,10 @@
 // that the fuzz target exercises exactly the limits the server enforces.
 #pragma once
 
+#include <openssl/ssl.h>
+
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace baton::service {
@@ -18,6 +21,8 @@ struct HttpServerOptions {
   int idle_timeout_ms = 60000;         // keep-alive connection with no request
   int read_timeout_ms = 30000;         // time to receive a whole request; then 408
   int write_timeout_ms = 30000;        // a write that makes no progress this long fails
+  // HTTPS with this context (ServerTlsContext); null: plaintext HTTP.
+  std::shared_ptr<SSL_CTX> tls;
 };
 
 }  // namespace baton::service

@@ -1,5 +1,6 @@
 #include "service/socket_stream.h"
 
+#include <openssl/err.h>
 #include <poll.h>
 #include <sys/socket.h>
 
@@ -33,10 +34,96 @@ int PollOne(int fd, short events, int timeout_ms) {
 }
 
 SocketStream::SocketStream(boost::asio::ip::tcp::socket& socket,
-                           std::chrono::milliseconds write_timeout)
+                           std::chrono::milliseconds write_timeout, SSL_CTX* tls)
     : socket_(socket), fd_(socket.native_handle()), write_timeout_(write_timeout) {
   boost::system::error_code ec;
   socket_.non_blocking(true, ec);
+  if (tls != nullptr) {
+    ssl_ = SSL_new(tls);
+    if (ssl_ != nullptr && SSL_set_fd(ssl_, fd_) == 1) {
+      SSL_set_accept_state(ssl_);
+      // Writes may be partial, and a retry may pass the same bytes at another address
+      // (SendNoWait retries from a string that has grown).
+      SSL_set_mode(ssl_, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    }
+  }
+}
+
+SocketStream::~SocketStream() {
+  if (ssl_ != nullptr) SSL_free(ssl_);
+}
+
+bool SocketStream::Handshake(Clock::time_point deadline) {
+  if (ssl_ == nullptr) return true;
+  const Clock::time_point saved = read_deadline_;
+  read_deadline_ = deadline;
+  bool ok = false;
+  for (;;) {
+    ERR_clear_error();
+    const int r = SSL_do_handshake(ssl_);
+    if (r == 1) {
+      ok = true;
+      break;
+    }
+    boost::system::error_code ec;
+    if (!TlsWait(SSL_get_error(ssl_, r), /*writing=*/false, ec)) break;
+  }
+  read_deadline_ = saved;
+  return ok;
+}
+
+bool SocketStream::TlsWait(int error, bool writing, boost::system::error_code& ec) {
+  if (error == SSL_ERROR_WANT_READ) return Wait(/*write=*/false, ec);
+  if (error == SSL_ERROR_WANT_WRITE) return Wait(/*write=*/true, ec);
+  if (error == SSL_ERROR_ZERO_RETURN || (error == SSL_ERROR_SYSCALL && errno == 0)) {
+    // close_notify, or a FIN without it (a truncation Beast reports as such on a read).
+    ec = writing ? boost::system::error_code(boost::asio::error::broken_pipe)
+                 : boost::system::error_code(boost::asio::error::eof);
+  } else if (error == SSL_ERROR_SYSCALL) {
+    ec = boost::system::error_code(errno, boost::system::system_category());
+  } else {
+    ec = boost::system::error_code(boost::asio::error::connection_aborted);
+  }
+  return false;
+}
+
+size_t SocketStream::TlsIo(void* data, size_t size, bool writing, boost::system::error_code& ec) {
+  ec = {};
+  if (size == 0) return 0;
+  const int len = static_cast<int>(std::min<size_t>(size, 1 << 30));
+  for (;;) {
+    ERR_clear_error();
+    errno = 0;
+    const int n = writing ? SSL_write(ssl_, data, len) : SSL_read(ssl_, data, len);
+    if (n > 0) return static_cast<size_t>(n);
+    if (!TlsWait(SSL_get_error(ssl_, n), writing, ec)) return 0;
+  }
+}
+
+bool SocketStream::SendNoWait(std::string_view bytes, size_t* sent) {
+  *sent = 0;
+  if (bytes.empty()) return true;
+  if (ssl_ != nullptr) {
+    ERR_clear_error();
+    errno = 0;
+    const int n =
+        SSL_write(ssl_, bytes.data(), static_cast<int>(std::min<size_t>(bytes.size(), 1 << 30)));
+    if (n > 0) {
+      *sent = static_cast<size_t>(n);
+      return true;
+    }
+    const int error = SSL_get_error(ssl_, n);
+    return error == SSL_ERROR_WANT_WRITE || error == SSL_ERROR_WANT_READ;
+  }
+  for (;;) {
+    ssize_t n = ::send(fd_, bytes.data(), bytes.size(), MSG_DONTWAIT | MSG_NOSIGNAL);
+    if (n >= 0) {
+      *sent = static_cast<size_t>(n);
+      return true;
+    }
+    if (errno == EINTR) continue;
+    return errno == EAGAIN || errno == EWOULDBLOCK;
+  }
 }
 
 bool SocketStream::WouldBlock(const boost::system::error_code& ec) {
@@ -54,11 +141,16 @@ bool SocketStream::Wait(bool write, boost::system::error_code& ec) {
 }
 
 bool SocketStream::WaitReadable(Clock::time_point deadline) {
+  if (ssl_ != nullptr && SSL_pending(ssl_) > 0) return true;
   int timeout_ms = MillisUntil(deadline);
   return timeout_ms != 0 && PollOne(fd_, POLLIN, timeout_ms) > 0;
 }
 
 void SocketStream::ShutdownAndDrain(std::chrono::milliseconds linger) {
+  if (ssl_ != nullptr) {
+    ERR_clear_error();
+    SSL_shutdown(ssl_);  // our close_notify, without waiting for theirs
+  }
   ::shutdown(fd_, SHUT_WR);
   const auto deadline = Clock::now() + linger;
   char scratch[16384];

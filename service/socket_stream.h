@@ -1,12 +1,19 @@
-// A blocking Beast stream over a non-blocking TCP socket, with deadlines. Asio's synchronous
-// socket calls have no timeouts (and loop on SO_RCVTIMEO), so every wait here is a poll()
-// bounded by a deadline. Another thread may ::shutdown() the descriptor to wake a blocked
-// read or write; it must never close it.
+// A blocking Beast stream over a non-blocking TCP socket, with deadlines, in plaintext or
+// TLS (OpenSSL on the same descriptor). Asio's synchronous socket calls have no timeouts
+// (and loop on SO_RCVTIMEO), so every wait here is a poll() bounded by a deadline. Another
+// thread may ::shutdown() the descriptor to wake a blocked read or write; it must never
+// close it.
 #pragma once
 
+#include <openssl/ssl.h>
+
+#include <algorithm>
 #include <chrono>
 #include <cstddef>
+#include <string>
+#include <string_view>
 
+#include "boost/asio/buffer.hpp"
 #include "boost/asio/ip/tcp.hpp"
 #include "boost/system/error_code.hpp"
 #include "boost/system/system_error.hpp"
@@ -17,8 +24,20 @@ class SocketStream {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `socket` must outlive the stream; it is switched to non-blocking mode.
-  SocketStream(boost::asio::ip::tcp::socket& socket, std::chrono::milliseconds write_timeout);
+  // `socket` must outlive the stream; it is switched to non-blocking mode. With `tls`, the
+  // stream speaks TLS once Handshake() has succeeded.
+  SocketStream(boost::asio::ip::tcp::socket& socket, std::chrono::milliseconds write_timeout,
+               SSL_CTX* tls = nullptr);
+  ~SocketStream();
+  SocketStream(const SocketStream&) = delete;
+  SocketStream& operator=(const SocketStream&) = delete;
+
+  bool tls() const { return ssl_ != nullptr; }
+  // The server side of the TLS handshake, by `deadline`; true at once without TLS.
+  bool Handshake(Clock::time_point deadline);
+  // One write that never waits: *sent is how much went (0 when the socket is full). False
+  // on an error. With TLS, a retry after 0 must start with the same bytes.
+  bool SendNoWait(std::string_view bytes, size_t* sent);
 
   int fd() const { return fd_; }
   std::chrono::milliseconds write_timeout() const { return write_timeout_; }
@@ -27,6 +46,7 @@ class SocketStream {
   void set_read_deadline(Clock::time_point deadline) { read_deadline_ = deadline; }
 
   // Waits until bytes (or EOF, or an error) can be read, or `deadline` passes (false).
+  // Decrypted bytes TLS already holds count as readable.
   bool WaitReadable(Clock::time_point deadline);
 
   // SyncReadStream and SyncWriteStream, as Beast and Asio expect them. Reads fail with
@@ -34,6 +54,12 @@ class SocketStream {
   // progress for the write timeout.
   template <class MutableBufferSequence>
   size_t read_some(const MutableBufferSequence& buffers, boost::system::error_code& ec) {
+    if (ssl_ != nullptr) {
+      const boost::asio::mutable_buffer first = *boost::asio::buffer_sequence_begin(buffers);
+      const size_t n = TlsIo(first.data(), first.size(), /*writing=*/false, ec);
+      bytes_read_ += n;
+      return n;
+    }
     for (;;) {
       size_t n = socket_.read_some(buffers, ec);
       bytes_read_ += n;
@@ -43,6 +69,19 @@ class SocketStream {
   }
   template <class ConstBufferSequence>
   size_t write_some(const ConstBufferSequence& buffers, boost::system::error_code& ec) {
+    if (ssl_ != nullptr) {
+      // One TLS record for what Beast writes as several buffers (a chunk's size line, data
+      // and CRLF), up to 16 KiB.
+      std::string& joined = scratch_;
+      joined.clear();
+      for (auto it = boost::asio::buffer_sequence_begin(buffers);
+           it != boost::asio::buffer_sequence_end(buffers) && joined.size() < kMaxRecord; ++it) {
+        const boost::asio::const_buffer b = *it;
+        joined.append(static_cast<const char*>(b.data()),
+                      std::min(b.size(), kMaxRecord - joined.size()));
+      }
+      return TlsIo(joined.data(), joined.size(), /*writing=*/true, ec);
+    }
     for (;;) {
       size_t n = socket_.write_some(buffers, ec);
       if (!WouldBlock(ec)) return n;
@@ -71,15 +110,23 @@ class SocketStream {
   void ShutdownAndDrain(std::chrono::milliseconds linger);
 
  private:
+  static constexpr size_t kMaxRecord = 16384;
+
   static bool WouldBlock(const boost::system::error_code& ec);
   // Polls until the socket is ready; false (with `ec` set) on timeout or poll failure.
   bool Wait(bool write, boost::system::error_code& ec);
+  // One SSL_read or SSL_write, waiting as TLS asks until it moves bytes or fails.
+  size_t TlsIo(void* data, size_t size, bool writing, boost::system::error_code& ec);
+  // After an SSL call failed with `error`: waits as it asks (true) or sets `ec` (false).
+  bool TlsWait(int error, bool writing, boost::system::error_code& ec);
 
   boost::asio::ip::tcp::socket& socket_;
   int fd_;
   std::chrono::milliseconds write_timeout_;
   Clock::time_point read_deadline_ = Clock::time_point::max();
   size_t bytes_read_ = 0;
+  SSL* ssl_ = nullptr;
+  std::string scratch_;
 };
 
 // poll() on one descriptor, retried on EINTR. Returns revents, 0 on timeout, -1 on error.

@@ -88,11 +88,11 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
   options.decode_workers = cluster->decode_targets();
   BATON_ASSIGN_OR_RETURN(auto router, router::RouterServer::Start(options));
   std::printf(
-      "baton serve: serving %s on http://%s:%d (gRPC %s:%d), prefill workers %s, decode "
+      "baton serve: serving %s on %s://%s:%d (gRPC %s:%d), prefill workers %s, decode "
       "workers %s\n",
-      router->model().name().c_str(), options.host.c_str(), router->http_port(),
-      options.host.c_str(), router->grpc_port(), options.prefill_workers.c_str(),
-      options.decode_workers.c_str());
+      router->model().name().c_str(), router->http_scheme(), options.host.c_str(),
+      router->http_port(), options.host.c_str(), router->grpc_port(),
+      options.prefill_workers.c_str(), options.decode_workers.c_str());
   std::fflush(stdout);
   const int signal = WaitForStopSignal();
   std::fprintf(stderr, "baton serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
@@ -125,9 +125,9 @@ absl::Status Run(ServeFlags flags) {
   options.worker = StrCat("127.0.0.1:", worker->port());
   BATON_ASSIGN_OR_RETURN(auto router, router::RouterServer::Start(options));
   // The first stdout line says where it listens (scripts and tests read the ports here).
-  std::printf("baton serve: serving %s on http://%s:%d (gRPC %s:%d), worker 127.0.0.1:%d\n",
-              router->model().name().c_str(), options.host.c_str(), router->http_port(),
-              options.host.c_str(), router->grpc_port(), worker->port());
+  std::printf("baton serve: serving %s on %s://%s:%d (gRPC %s:%d), worker 127.0.0.1:%d\n",
+              router->model().name().c_str(), router->http_scheme(), options.host.c_str(),
+              router->http_port(), options.host.c_str(), router->grpc_port(), worker->port());
   std::fflush(stdout);
   const int signal = WaitForStopSignal();
   std::fprintf(stderr, "baton serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");

@@ -158,10 +158,12 @@ async function startWithBanner(name, bin, args, pattern, timeoutMs = 90000) {
 }
 
 const SERVE_BANNER =
-  /^baton serve: serving (\S+) on http:\/\/(\S+):(\d+) \(gRPC (\S+):(\d+)\), worker (\S+):(\d+)$/;
+  /^baton serve: serving (\S+) on https?:\/\/(\S+):(\d+) \(gRPC (\S+):(\d+)\), worker (\S+):(\d+)$/;
 const WORKER_BANNER = /^baton worker: serving (\S+) on (\S+):(\d+)\b/;
 const ROUTER_BANNER =
-  /^baton-router: serving (\S+) on http:\/\/(\S+):(\d+) \(gRPC (\S+):(\d+)\), worker (\S+)$/;
+  /^baton-router: serving (\S+) on https?:\/\/(\S+):(\d+) \(gRPC (\S+):(\d+)\), worker (\S+)$/;
+
+const schemeOf = (banner) => (banner.includes(' on https://') ? 'https' : 'http');
 
 function hostFor(h) {
   // A wildcard listen address is reached on loopback.
@@ -169,13 +171,13 @@ function hostFor(h) {
   return h;
 }
 
-function serverInfo(proc, model, httpHost, httpPort, grpcHost, grpcPort, worker) {
+function serverInfo(proc, model, httpHost, httpPort, grpcHost, grpcPort, worker, scheme = 'http') {
   const host = hostFor(httpHost);
   return {
     proc,
     model,
-    url: `http://${host}:${httpPort}`,
-    baseURL: `http://${host}:${httpPort}/v1`,
+    url: `${scheme}://${host}:${httpPort}`,
+    baseURL: `${scheme}://${host}:${httpPort}/v1`,
     httpPort: Number(httpPort),
     grpcAddr: `${hostFor(grpcHost)}:${grpcPort}`,
     worker,
@@ -196,7 +198,7 @@ const TOKEN_ARGS = ['--internal-token-file', TOKEN_FILE];
 export async function startServe(extraArgs = [], { engine = SMALL_ENGINE } = {}) {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', ...TOKEN_ARGS, ...engine, ...extraArgs];
   const [proc, m] = await startWithBanner('baton serve', BATON_BIN, args, SERVE_BANNER);
-  return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], `${m[6]}:${m[7]}`);
+  return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], `${m[6]}:${m[7]}`, schemeOf(m[0]));
 }
 
 // `baton worker` alone. Returns {addr, model, proc, stop()}.
@@ -213,7 +215,7 @@ export async function startRouter(worker, extraArgs = []) {
   const args = ['--worker', worker, '--model', MODEL_DIR, '--host', '127.0.0.1', '--port', '0',
     '--grpc-port', '0', ...TOKEN_ARGS, ...extraArgs];
   const [proc, m] = await startWithBanner('baton-router', ROUTER_BIN, args, ROUTER_BANNER);
-  return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], m[6]);
+  return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], m[6], schemeOf(m[0]));
 }
 
 // ---- gRPC ----
