@@ -6,11 +6,13 @@
 #include <string>
 #include <utility>
 
+#include "common/check.h"
 #include "common/param_error.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "dispatch/choice_decoder.h"
 #include "dispatch/request_run.h"
+#include "frontdoor/grpc/wire_message.h"
 #include "frontdoor/openai/request_builder.h"
 #include "service/grpc_status.h"
 
@@ -84,7 +86,7 @@ class GenerateCall {
   // Waits for the next client on this queue.
   void Listen() {
     ctx_.AsyncNotifyWhenDone(&done_step_);
-    service_->RequestGenerate(&ctx_, &req_, &responder_, cq_, cq_, &accept_step_);
+    service_->RequestGenerate(&ctx_, &raw_req_, &responder_, cq_, cq_, &accept_step_);
   }
 
  private:
@@ -122,6 +124,7 @@ class GenerateCall {
 
   absl::Status Prepare() {
     BATON_ASSIGN_OR_RETURN(const service::Tenant* tenant, CheckApiKey(ctx_, *c_.api_keys));
+    BATON_RETURN_IF_ERROR(ParseWireMessage(raw_req_, &req_));
     BATON_ASSIGN_OR_RETURN(OpenAiRequest request, FromProto(req_, c_.limits));
     BATON_ASSIGN_OR_RETURN(BuiltRequest built, BuildRequest(request, *c_.model, "gen", *tenant));
     // gRPC's "no deadline" is a time point centuries away; only a real one is passed on.
@@ -197,8 +200,10 @@ class GenerateCall {
     if (has_pending_) {
       in_flight_.Swap(&pending_);
       has_pending_ = false;
+      // Our own message always serializes.
+      BATON_CHECK(SerializeWireMessage(in_flight_, &out_).ok());
       writing_ = true;
-      responder_.Write(in_flight_, &write_step_);
+      responder_.Write(out_, &write_step_);
     } else if (final_status_.has_value()) {
       finishing_ = true;
       finish_status_ = ToGrpcFieldName(*final_status_);
@@ -270,7 +275,9 @@ class GenerateCall {
 
   grpc::ServerContext ctx_;
   pb::GenerateRequest req_;
-  grpc::ServerAsyncWriter<pb::GenerateResponse> responder_;
+  grpc::ServerAsyncWriter<grpc::ByteBuffer> responder_;
+  grpc::ByteBuffer raw_req_;  // the request's bytes (ParseWireMessage)
+  grpc::ByteBuffer out_;      // in_flight_, serialized; gRPC's until the write completes
   Clock::time_point arrival_;
   Clock::time_point last_token_;
   std::string request_id_;
@@ -283,7 +290,7 @@ class GenerateCall {
   std::unique_ptr<dispatch::RequestRun> run_;  // null until the request is routed
 
   pb::GenerateResponse pending_;    // deltas gathered while a write is in flight
-  pb::GenerateResponse in_flight_;  // owned by gRPC until the write completes
+  pb::GenerateResponse in_flight_;  // the message being written (as out_)
   bool has_pending_ = false;
   bool writing_ = false;
   std::optional<absl::Status> final_status_;  // how the call ends, once known

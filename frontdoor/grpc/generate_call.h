@@ -20,7 +20,9 @@
 
 namespace baton::frontdoor {
 
-using AsyncGenerateService = baton::v1::Baton::WithAsyncMethod_Generate<baton::v1::Baton::Service>;
+// Generate runs on completion queues, and takes its request as bytes (wire_message.h) so
+// that a request protobuf would refuse is answered INVALID_ARGUMENT naming the field.
+using AsyncGenerateService = baton::v1::Baton::WithRawMethod_Generate<baton::v1::Baton::Service>;
 
 // The calls in flight on all loops (including one waiting for a client per loop).
 struct GenerateLoopState {

@@ -8,6 +8,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "frontdoor/grpc/generate_call.h"
+#include "frontdoor/grpc/wire_message.h"
 #include "service/api_key.h"
 #include "service/grpc_status.h"
 
@@ -39,46 +40,68 @@ absl::Status CheckChat(const pb::ChatInput& chat, const ProtocolLimits& limits,
 
 }  // namespace
 
-// Generate runs on completion queues (generate_call.h); the unary methods are plain sync
-// handlers.
-class GrpcApi::Service final : public AsyncGenerateService {
+// Generate runs on completion queues (generate_call.h). The unary methods that take
+// strings take their request as bytes too (wire_message.h), and answer on gRPC's callback
+// threads; ListModels has nothing to parse.
+using ApiService =
+    pb::Baton::WithRawCallbackMethod_Tokenize<pb::Baton::WithRawCallbackMethod_Detokenize<
+        pb::Baton::WithRawCallbackMethod_ModelInfo<AsyncGenerateService>>>;
+
+class GrpcApi::Service final : public ApiService {
  public:
   explicit Service(const GrpcApiContext* c) : c_(*c) {}
 
-  grpc::Status Tokenize(grpc::ServerContext* ctx, const pb::TokenizeRequest* req,
-                        pb::TokenizeResponse* out) override {
-    absl::Status s = RunTokenize(ctx, *req, out);
-    c_.metrics->CountRequest("grpc", "Tokenize", CodeName(s));
-    return service::ToGrpcStatus(s);
+  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                     grpc::ByteBuffer* out) override {
+    return Unary<pb::TokenizeRequest, pb::TokenizeResponse>(
+        ctx, in, out, "Tokenize",
+        [this](const auto& req, auto* res) { return RunTokenize(req, res); });
   }
 
-  grpc::Status Detokenize(grpc::ServerContext* ctx, const pb::DetokenizeRequest* req,
-                          pb::DetokenizeResponse* out) override {
-    absl::Status s = RunDetokenize(ctx, *req, out);
-    c_.metrics->CountRequest("grpc", "Detokenize", CodeName(s));
-    return service::ToGrpcStatus(s);
+  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                       grpc::ByteBuffer* out) override {
+    return Unary<pb::DetokenizeRequest, pb::DetokenizeResponse>(
+        ctx, in, out, "Detokenize",
+        [this](const auto& req, auto* res) { return RunDetokenize(req, res); });
+  }
+
+  grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                      grpc::ByteBuffer* out) override {
+    return Unary<pb::ModelInfoRequest, pb::ModelCard>(
+        ctx, in, out, "ModelInfo", [this](const pb::ModelInfoRequest& req, pb::ModelCard* card) {
+          BATON_RETURN_IF_ERROR(c_.model->CheckModelName(req.model()));
+          FillCard(card);
+          return absl::OkStatus();
+        });
   }
 
   grpc::Status ListModels(grpc::ServerContext* ctx, const pb::ListModelsRequest*,
                           pb::ListModelsResponse* out) override {
-    absl::Status s = CheckAuth(ctx);
+    absl::Status s = CheckAuth(*ctx);
     if (s.ok()) FillCard(out->add_models());
     c_.metrics->CountRequest("grpc", "ListModels", CodeName(s));
     return service::ToGrpcStatus(s);
   }
 
-  grpc::Status ModelInfo(grpc::ServerContext* ctx, const pb::ModelInfoRequest* req,
-                         pb::ModelCard* out) override {
-    absl::Status s = CheckAuth(ctx);
-    if (s.ok()) s = c_.model->CheckModelName(req->model());
-    if (s.ok()) FillCard(out);
-    c_.metrics->CountRequest("grpc", "ModelInfo", CodeName(s));
-    return service::ToGrpcStatus(s);
+ private:
+  absl::Status CheckAuth(const grpc::ServerContextBase& ctx) const {
+    return CheckApiKey(ctx, *c_.api_keys).status();
   }
 
- private:
-  absl::Status CheckAuth(grpc::ServerContext* ctx) const {
-    return CheckApiKey(*ctx, *c_.api_keys).status();
+  // One unary call: the caller's key first, then the request's bytes, then `run`.
+  template <class Request, class Response, class Run>
+  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
+                                  grpc::ByteBuffer* out, const char* method, const Run& run) {
+    Request req;
+    Response res;
+    absl::Status s = CheckAuth(*ctx);
+    if (s.ok()) s = ParseWireMessage(*in, &req);
+    if (s.ok()) s = run(req, &res);
+    if (s.ok()) s = SerializeWireMessage(res, out);
+    c_.metrics->CountRequest("grpc", method, CodeName(s));
+    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
+    reactor->Finish(service::ToGrpcStatus(s));
+    return reactor;
   }
 
   void FillCard(pb::ModelCard* card) const {
@@ -93,9 +116,7 @@ class GrpcApi::Service final : public AsyncGenerateService {
     card->mutable_eos_token_ids()->CopyFrom(info.eos_token_ids());
   }
 
-  absl::Status RunTokenize(grpc::ServerContext* ctx, const pb::TokenizeRequest& req,
-                           pb::TokenizeResponse* out) {
-    BATON_RETURN_IF_ERROR(CheckAuth(ctx));
+  absl::Status RunTokenize(const pb::TokenizeRequest& req, pb::TokenizeResponse* out) {
     BATON_RETURN_IF_ERROR(c_.model->CheckModelName(req.model()));
     std::vector<int32_t> ids;
     if (req.has_chat()) {
@@ -115,13 +136,14 @@ class GrpcApi::Service final : public AsyncGenerateService {
     out->mutable_token_ids()->Add(ids.begin(), ids.end());
     out->set_count(static_cast<int64_t>(ids.size()));
     out->set_max_model_len(c_.model->max_model_len());
-    for (int32_t id : ids) out->add_tokens(c_.model->tokenizer()->TokenBytes(id));
+    // The vocabulary's spelling ("Ġthe", "<0xC3>"), as the proto says and vLLM answers: it
+    // is always UTF-8, where a token's bytes may be part of a character (é over two tokens),
+    // which a string field cannot carry.
+    for (int32_t id : ids) out->add_tokens(c_.model->tokenizer()->vocab().tokens[id]);
     return absl::OkStatus();
   }
 
-  absl::Status RunDetokenize(grpc::ServerContext* ctx, const pb::DetokenizeRequest& req,
-                             pb::DetokenizeResponse* out) {
-    BATON_RETURN_IF_ERROR(CheckAuth(ctx));
+  absl::Status RunDetokenize(const pb::DetokenizeRequest& req, pb::DetokenizeResponse* out) {
     BATON_RETURN_IF_ERROR(c_.model->CheckModelName(req.model()));
     std::vector<int32_t> ids(req.token_ids().begin(), req.token_ids().end());
     if (ids.size() > c_.limits.max_prompt_token_ids) {

@@ -107,10 +107,9 @@ TEST(TransferListener, TransferHostMovesOnlyTheTransferListener) {
 
 TEST(TransferListener, ATransferHostThatIsNoInterfacesAddressIsRefused) {
   // 192.0.2.0/24 is TEST-NET-1; .250 is not this host's.
-  const auto [code, err] =
-      RunToExit({BATON_DECODE_BIN, "--model", std::string(BATON_SOURCE_DIR) + "/models/baton-tiny",
-                 "--port", "0", "--kv-cache-memory", "16MiB", "--ucx-tls", "tcp",
-                 "--transfer-host", "192.0.2.250"});
+  const auto [code, err] = RunToExit(
+      {BATON_DECODE_BIN, "--model", std::string(BATON_SOURCE_DIR) + "/models/baton-tiny", "--port",
+       "0", "--kv-cache-memory", "16MiB", "--ucx-tls", "tcp", "--transfer-host", "192.0.2.250"});
   EXPECT_NE(code, 0);
   EXPECT_THAT(err, HasSubstr("--transfer-host '192.0.2.250' is not an address of any network"));
 }
