@@ -78,6 +78,7 @@ absl::Status ParseWireMessage(const grpc::ByteBuffer& bytes, google::protobuf::M
 }
 
 absl::Status SerializeWireMessage(const google::protobuf::Message& message, grpc::ByteBuffer* out) {
+  out->Clear();  // the writer needs an empty buffer; a call reuses its own
   bool own = false;
   const grpc::Status s =
       grpc::SerializationTraits<google::protobuf::Message>::Serialize(message, out, &own);
