@@ -8,7 +8,6 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "frontdoor/grpc/generate_call.h"
-#include "frontdoor/grpc/wire_message.h"
 #include "service/api_key.h"
 #include "service/grpc_status.h"
 
@@ -40,39 +39,27 @@ absl::Status CheckChat(const pb::ChatInput& chat, const ProtocolLimits& limits,
 
 }  // namespace
 
-// Generate runs on completion queues (generate_call.h). The unary methods that take
-// strings take their request as bytes too (wire_message.h), and answer on gRPC's callback
-// threads; ListModels has nothing to parse.
-using ApiService =
-    pb::Baton::WithRawCallbackMethod_Tokenize<pb::Baton::WithRawCallbackMethod_Detokenize<
-        pb::Baton::WithRawCallbackMethod_ModelInfo<AsyncGenerateService>>>;
-
-class GrpcApi::Service final : public ApiService {
+// Generate runs on completion queues (generate_call.h) and takes its request as bytes
+// (wire_message.h). The unary methods are plain sync handlers: callback ones would bring
+// gRPC's callback polling threads into the router (RouterThreadsTest).
+class GrpcApi::Service final : public AsyncGenerateService {
  public:
   explicit Service(const GrpcApiContext* c) : c_(*c) {}
 
-  grpc::ServerUnaryReactor* Tokenize(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                     grpc::ByteBuffer* out) override {
-    return Unary<pb::TokenizeRequest, pb::TokenizeResponse>(
-        ctx, in, out, "Tokenize",
-        [this](const auto& req, auto* res) { return RunTokenize(req, res); });
+  grpc::Status Tokenize(grpc::ServerContext* ctx, const pb::TokenizeRequest* req,
+                        pb::TokenizeResponse* out) override {
+    absl::Status s = CheckAuth(*ctx);
+    if (s.ok()) s = RunTokenize(*req, out);
+    c_.metrics->CountRequest("grpc", "Tokenize", CodeName(s));
+    return service::ToGrpcStatus(s);
   }
 
-  grpc::ServerUnaryReactor* Detokenize(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                       grpc::ByteBuffer* out) override {
-    return Unary<pb::DetokenizeRequest, pb::DetokenizeResponse>(
-        ctx, in, out, "Detokenize",
-        [this](const auto& req, auto* res) { return RunDetokenize(req, res); });
-  }
-
-  grpc::ServerUnaryReactor* ModelInfo(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                      grpc::ByteBuffer* out) override {
-    return Unary<pb::ModelInfoRequest, pb::ModelCard>(
-        ctx, in, out, "ModelInfo", [this](const pb::ModelInfoRequest& req, pb::ModelCard* card) {
-          BATON_RETURN_IF_ERROR(c_.model->CheckModelName(req.model()));
-          FillCard(card);
-          return absl::OkStatus();
-        });
+  grpc::Status Detokenize(grpc::ServerContext* ctx, const pb::DetokenizeRequest* req,
+                          pb::DetokenizeResponse* out) override {
+    absl::Status s = CheckAuth(*ctx);
+    if (s.ok()) s = RunDetokenize(*req, out);
+    c_.metrics->CountRequest("grpc", "Detokenize", CodeName(s));
+    return service::ToGrpcStatus(s);
   }
 
   grpc::Status ListModels(grpc::ServerContext* ctx, const pb::ListModelsRequest*,
@@ -83,25 +70,18 @@ class GrpcApi::Service final : public ApiService {
     return service::ToGrpcStatus(s);
   }
 
+  grpc::Status ModelInfo(grpc::ServerContext* ctx, const pb::ModelInfoRequest* req,
+                         pb::ModelCard* out) override {
+    absl::Status s = CheckAuth(*ctx);
+    if (s.ok()) s = c_.model->CheckModelName(req->model());
+    if (s.ok()) FillCard(out);
+    c_.metrics->CountRequest("grpc", "ModelInfo", CodeName(s));
+    return service::ToGrpcStatus(s);
+  }
+
  private:
   absl::Status CheckAuth(const grpc::ServerContextBase& ctx) const {
     return CheckApiKey(ctx, *c_.api_keys).status();
-  }
-
-  // One unary call: the caller's key first, then the request's bytes, then `run`.
-  template <class Request, class Response, class Run>
-  grpc::ServerUnaryReactor* Unary(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* in,
-                                  grpc::ByteBuffer* out, const char* method, const Run& run) {
-    Request req;
-    Response res;
-    absl::Status s = CheckAuth(*ctx);
-    if (s.ok()) s = ParseWireMessage(*in, &req);
-    if (s.ok()) s = run(req, &res);
-    if (s.ok()) s = SerializeWireMessage(res, out);
-    c_.metrics->CountRequest("grpc", method, CodeName(s));
-    grpc::ServerUnaryReactor* reactor = ctx->DefaultReactor();
-    reactor->Finish(service::ToGrpcStatus(s));
-    return reactor;
   }
 
   void FillCard(pb::ModelCard* card) const {
