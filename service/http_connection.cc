@@ -7,8 +7,10 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <exception>
 #include <mutex>
+#include <sstream>
 #include <string>
 
 #include "boost/asio/buffer.hpp"
@@ -19,6 +21,7 @@
 #include "boost/beast/http/error.hpp"
 #include "boost/beast/http/read.hpp"
 #include "boost/beast/http/serializer.hpp"
+#include "boost/beast/http/string_body.hpp"
 #include "boost/beast/http/write.hpp"
 #include "common/strings.h"
 #include "service/http_error.h"
@@ -306,10 +309,7 @@ void AnswerReadError(SocketStream& stream, const beast::error_code& ec, bool got
                      const HttpServerOptions& options) {
   if (ec == beast::error::timeout) {
     if (got_bytes) {
-      SendErrorAndClose(stream, 408,
-                        StrCat("the request was not received within the read timeout of ",
-                               options.read_timeout_ms, " ms"),
-                        "invalid_request_error");
+      SendErrorAndClose(stream, 408, ReadTimeoutMessage(options), "invalid_request_error");
     }
     return;
   }
@@ -319,6 +319,16 @@ void AnswerReadError(SocketStream& stream, const beast::error_code& ec, bool got
   SendErrorAndClose(stream, status,
                     std::string_view(error.message().data(), error.message().size()),
                     "invalid_request_error");
+}
+
+}  // namespace
+
+bool HasRequestHead(std::string_view bytes) {
+  // A request may follow empty lines (RFC 9112 §2.2); the head ends at the first empty line
+  // after the request line.
+  size_t start = 0;
+  while (bytes.substr(start, 2) == "\r\n") start += 2;
+  return bytes.find("\r\n\r\n", start) != std::string_view::npos;
 }
 
 std::string RemoteAddress(const net::ip::tcp::socket& socket) {
@@ -335,6 +345,8 @@ std::string RemoteAddress(const net::ip::tcp::socket& socket) {
                          : StrCat(host, ":", endpoint.port());
 }
 
+namespace {
+
 // 429 for a body that does not fit in what the server lets all requests hold at once.
 void AnswerOverBudget(SocketStream& stream, size_t bytes, const ByteBudget& bodies) {
   SendErrorAndClose(stream, 429,
@@ -344,20 +356,28 @@ void AnswerOverBudget(SocketStream& stream, size_t bytes, const ByteBudget& bodi
                     "requests", {{"Retry-After", "1"}});
 }
 
-void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& options,
-               const HttpHandler& handler, const std::atomic<bool>& stopping, ByteBudget& bodies) {
-  const std::string remote = RemoteAddress(conn.socket);
-  beast::flat_buffer buffer;  // keeps pipelined bytes from one request to the next
+AfterServe ServeLoop(Connection& conn, const HttpServerOptions& options, const HttpHandler& handler,
+                     const std::atomic<bool>& stopping, ByteBudget& bodies) {
+  SocketStream& stream = conn.stream;
+  // Keeps pipelined bytes from one request to the next.
+  beast::flat_buffer buffer;
+  auto pending = buffer.prepare(conn.pending.size());
+  std::memcpy(pending.data(), conn.pending.data(), conn.pending.size());
+  buffer.commit(conn.pending.size());
+  conn.pending.clear();
+  Clock::time_point started = conn.request_started;
   for (;;) {
-    if (buffer.size() == 0) {
-      // Shutdown sets `stopping` and then closes idle connections; checking it after
-      // publishing kIdle means one of the two sides always sees the other.
-      conn.phase.store(Connection::Phase::kIdle);
-      if (stopping.load()) return;
-      if (!stream.WaitReadable(Clock::now() + milliseconds(options.idle_timeout_ms))) return;
+    const auto unread = buffer.data();
+    if (!HasRequestHead(std::string_view(static_cast<const char*>(unread.data()), unread.size())) &&
+        buffer.size() <= options.max_header_bytes) {
+      // Wait for the rest of the head without a thread (RequestWaiter).
+      conn.pending.assign(static_cast<const char*>(unread.data()), unread.size());
+      conn.request_started = buffer.size() > 0 ? started : Clock::time_point::max();
+      return stopping.load() ? AfterServe::kClose : AfterServe::kPark;
     }
-    conn.phase.store(Connection::Phase::kBusy);
-    stream.set_read_deadline(Clock::now() + milliseconds(options.read_timeout_ms));
+    stream.set_read_deadline(std::min(started, Clock::now()) +
+                             milliseconds(options.read_timeout_ms));
+    started = Clock::time_point::max();  // a pipelined request's time counts from here
 
     RequestParser parser;
     ConfigureParser(parser, options);
@@ -375,7 +395,7 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
         SendErrorAndClose(stream, te.code() == absl::StatusCode::kUnimplemented ? 501 : 400,
                           std::string_view(te.message().data(), te.message().size()),
                           "invalid_request_error");
-        return;
+        return AfterServe::kClose;
       }
     }
     // The body's bytes are taken from the shared budget before they are read when the
@@ -388,7 +408,7 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
         body_lease = bodies.TryTake(length);
         if (!body_lease) {
           AnswerOverBudget(stream, length, bodies);
-          return;
+          return AfterServe::kClose;
         }
       }
     }
@@ -397,20 +417,20 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
       if (header.version() >= 11 && beast::iequals(header[http::field::expect], "100-continue")) {
         constexpr std::string_view kContinue = "HTTP/1.1 100 Continue\r\n\r\n";
         net::write(stream, net::const_buffer(kContinue.data(), kContinue.size()), ec);
-        if (ec) return;
+        if (ec) return AfterServe::kClose;
       }
       http::read(stream, buffer, parser, ec);
     }
     if (ec) {
       AnswerReadError(stream, ec, parser.got_some() || buffer.size() > 0, options);
-      return;
+      return AfterServe::kClose;
     }
 
     if (!body_lease && !parser.get().body().empty()) {
       body_lease = bodies.TryTake(parser.get().body().size());
       if (!body_lease) {
         AnswerOverBudget(stream, parser.get().body().size(), bodies);
-        return;
+        return AfterServe::kClose;
       }
     }
 
@@ -421,9 +441,9 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
     HttpRequest request = ToHttpRequest(std::move(message));
     if (FieldsTooLarge(request, options)) {
       AnswerReadError(stream, http::error::header_limit, true, options);
-      return;
+      return AfterServe::kClose;
     }
-    request.remote = remote;
+    request.remote = conn.remote;
     ConnectionResponder responder(stream, version, keep_alive, head, stopping);
     try {
       handler(request, responder);
@@ -437,30 +457,51 @@ void ServeLoop(Connection& conn, SocketStream& stream, const HttpServerOptions& 
     }
     if (!responder.reusable()) {
       stream.ShutdownAndDrain(milliseconds(0));
-      return;
+      return AfterServe::kClose;
     }
   }
 }
 
 }  // namespace
 
-void ServeConnection(Connection& conn, const HttpServerOptions& options, const HttpHandler& handler,
-                     const std::atomic<bool>& stopping, ByteBudget& bodies) {
+AfterServe ServeConnection(Connection& conn, const HttpServerOptions& options,
+                           const HttpHandler& handler, const std::atomic<bool>& stopping,
+                           ByteBudget& bodies) {
   try {
-    SocketStream stream(conn.socket, milliseconds(options.write_timeout_ms), options.tls.get());
-    // A client that does not finish the TLS handshake within the read timeout (or speaks
-    // plaintext to an HTTPS port) is closed without an answer: there is no channel to
-    // answer on.
-    if (!stream.Handshake(Clock::now() + milliseconds(options.read_timeout_ms))) return;
-    ServeLoop(conn, stream, options, handler, stopping, bodies);
+    return ServeLoop(conn, options, handler, stopping, bodies);
   } catch (...) {
-    // Only allocation failure gets here; the caller closes the connection.
+    // Only allocation failure gets here.
+    return AfterServe::kClose;
   }
+}
+
+std::string ReadTimeoutMessage(const HttpServerOptions& options) {
+  return StrCat("the request was not received within the read timeout of ", options.read_timeout_ms,
+                " ms");
+}
+
+void SendErrorNoWait(Connection& conn, int status, std::string_view message) {
+  try {
+    http::response<http::string_body> res;
+    res.version(11);
+    res.result(static_cast<unsigned>(status));
+    SetHeaders(res, "application/json", {});
+    res.keep_alive(false);
+    res.body() = OpenAiErrorJson(message, status == 408 ? "invalid_request_error" : "server_error");
+    res.prepare_payload();
+    std::ostringstream bytes;
+    bytes << res;
+    size_t sent = 0;
+    conn.stream.SendNoWait(bytes.str(), &sent);
+  } catch (const std::exception&) {
+  }
+  conn.stream.ShutdownAndDrain(milliseconds(0));
 }
 
 void RejectConnection(Connection& conn, const HttpServerOptions& options) {
   try {
-    SocketStream stream(conn.socket, kRejectReadTimeout, options.tls.get());
+    SocketStream& stream = conn.stream;
+    stream.set_write_timeout(kRejectReadTimeout);
     // Reading the request head first keeps the 503 from racing the client's request.
     auto deadline =
         Clock::now() + std::min(kRejectReadTimeout, milliseconds(options.read_timeout_ms));

@@ -25,11 +25,13 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "service/http_connection.h"
+#include "service/request_waiter.h"
 
 namespace baton::service {
 
 namespace net = boost::asio;
 using http_internal::Connection;
+using http_internal::RequestWaiter;
 
 namespace {
 
@@ -60,6 +62,7 @@ absl::Status ValidateOptions(const HttpServerOptions& o) {
 }  // namespace
 
 struct HttpServer::Impl {
+  // A connection being answered on a thread of its own.
   struct Entry {
     std::shared_ptr<Connection> conn;
     std::thread thread;
@@ -70,6 +73,7 @@ struct HttpServer::Impl {
       : options(std::move(o)),
         handler(std::move(h)),
         bodies(options.max_inflight_body_bytes),
+        waiter(options, [this](std::shared_ptr<Connection> c) { Dispatch(std::move(c), false); }),
         acceptor(io) {}
   ~Impl() {
     // Only reached without a Shutdown when Start fails half-way.
@@ -79,7 +83,10 @@ struct HttpServer::Impl {
 
   absl::Status Listen();
   void AcceptLoop();
-  void Spawn(net::ip::tcp::socket socket);
+  // A new connection, counted against max_connections until it closes.
+  std::shared_ptr<Connection> Adopt(net::ip::tcp::socket socket);
+  // Serves `conn` on a new thread (answers 503 with `reject`).
+  void Dispatch(std::shared_ptr<Connection> conn, bool reject);
   void RunConnection(uint64_t id, std::shared_ptr<Connection> conn, bool reject);
   void JoinFinished();
   void Shutdown(absl::Duration grace);
@@ -87,23 +94,27 @@ struct HttpServer::Impl {
   const HttpServerOptions options;
   const HttpHandler handler;
   service::ByteBudget bodies;  // request bodies held by all connections at once
-  net::io_context io;          // owns the sockets' services; never run: all I/O is synchronous
+  // Holds connections between requests. Declared before what its thread calls into.
+  RequestWaiter waiter;
+  net::io_context io;  // owns the sockets' services; never run: all I/O is synchronous
   net::ip::tcp::acceptor acceptor;
   int wake_fd = -1;  // eventfd that stops the accept loop
   int port = 0;
   std::thread accept_thread;
   std::atomic<bool> stopping{false};
+  // Open connections counted against max_connections: waiting in `waiter` or being served.
+  std::atomic<int> open{0};
 
   // std::mutex rather than absl::Mutex: Debian's Abseil is not built for TSan, which would
   // then not see the locking.
   mutable std::mutex mu;
   std::condition_variable connection_ended;
-  // All guarded by mu. A connection leaves `entries` before its socket is closed, so that
-  // Shutdown can ::shutdown() every fd it finds here without hitting a reused descriptor.
+  // All guarded by mu. A connection leaves `entries` before its thread lets go of it, so
+  // that Shutdown can ::shutdown() every fd it finds here without hitting a reused
+  // descriptor.
   absl::flat_hash_map<uint64_t, Entry> entries;
   std::vector<std::thread> finished;  // exited, to be joined
   uint64_t next_id = 0;
-  int serving = 0;
   int rejecting = 0;
 
   std::mutex shutdown_mu;  // serializes Shutdown calls
@@ -166,15 +177,31 @@ void HttpServer::Impl::AcceptLoop() {
     // delayed ACK (up to ~40 ms): docs/perf/frontdoor.md measured 1-stream p99 24 ms -> 1.6 ms.
     socket.set_option(net::ip::tcp::no_delay(true), ec);
     JoinFinished();
-    Spawn(std::move(socket));
+    // At the limit, a connection that is only waiting makes room; with none, the new one
+    // is turned away.
+    if (open.load() >= options.max_connections && !waiter.EvictOne()) {
+      Dispatch(std::make_shared<Connection>(std::move(socket), options), /*reject=*/true);
+    } else {
+      waiter.Park(Adopt(std::move(socket)));
+    }
   }
 }
 
-void HttpServer::Impl::Spawn(net::ip::tcp::socket socket) {
-  auto conn = std::make_shared<Connection>(std::move(socket));
+std::shared_ptr<Connection> HttpServer::Impl::Adopt(net::ip::tcp::socket socket) {
+  ++open;
+  std::shared_ptr<Connection> conn(new Connection(std::move(socket), options),
+                                   [this](Connection* c) {
+                                     delete c;
+                                     --open;
+                                   });
+  conn->remote = http_internal::RemoteAddress(conn->socket);
+  return conn;
+}
+
+void HttpServer::Impl::Dispatch(std::shared_ptr<Connection> conn, bool reject) {
+  JoinFinished();
   std::lock_guard<std::mutex> lock(mu);
   if (stopping.load()) return;
-  const bool reject = serving >= options.max_connections;
   if (reject && rejecting >= kMaxRejecting) return;  // closed unanswered
   const uint64_t id = next_id++;
   Entry& entry = entries[id];
@@ -182,30 +209,33 @@ void HttpServer::Impl::Spawn(net::ip::tcp::socket socket) {
   entry.rejecting = reject;
   try {
     // The thread cannot finish before `entry.thread` is set: it needs `mu` to deregister.
-    entry.thread = std::thread(&Impl::RunConnection, this, id, conn, reject);
+    entry.thread = std::thread(&Impl::RunConnection, this, id, std::move(conn), reject);
   } catch (const std::system_error&) {
     entries.erase(id);
     return;
   }
-  ++(reject ? rejecting : serving);
+  if (reject) ++rejecting;
 }
 
 void HttpServer::Impl::RunConnection(uint64_t id, std::shared_ptr<Connection> conn, bool reject) {
+  auto after = http_internal::AfterServe::kClose;
   if (reject) {
     http_internal::RejectConnection(*conn, options);
   } else {
-    http_internal::ServeConnection(*conn, options, handler, stopping, bodies);
+    after = http_internal::ServeConnection(*conn, options, handler, stopping, bodies);
   }
+  // Before this thread deregisters: Park may hand the connection straight to a new thread,
+  // and Dispatch joins the finished ones, which must not include this one yet. After
+  // Shutdown has stopped the waiter, Park drops (closes) the connection.
+  if (after == http_internal::AfterServe::kPark) waiter.Park(std::move(conn));
   {
     std::lock_guard<std::mutex> lock(mu);
     auto it = entries.find(id);
     finished.push_back(std::move(it->second.thread));
-    --(reject ? rejecting : serving);
+    if (reject) --rejecting;
     entries.erase(it);
   }
   connection_ended.notify_all();
-  boost::system::error_code ec;
-  conn->socket.close(ec);
 }
 
 void HttpServer::Impl::JoinFinished() {
@@ -230,14 +260,13 @@ void HttpServer::Impl::Shutdown(absl::Duration grace) {
   boost::system::error_code ec;
   acceptor.close(ec);
 
+  // Connections between requests close now; those being answered see `stopping` after
+  // their response (which says Connection: close) and close then.
+  waiter.Stop();
   {
     std::unique_lock<std::mutex> lock(mu);
-    // A connection publishes kIdle before it checks `stopping`, so each idle one either exits
-    // by itself or is woken here.
     for (auto& [id, entry] : entries) {
-      if (entry.rejecting || entry.conn->phase.load() == Connection::Phase::kIdle) {
-        ::shutdown(entry.conn->fd, SHUT_RDWR);
-      }
+      if (entry.rejecting) ::shutdown(entry.conn->fd, SHUT_RDWR);
     }
     auto none_left = [this] { return entries.empty(); };
     const auto deadline =
@@ -259,6 +288,7 @@ absl::StatusOr<std::unique_ptr<HttpServer>> HttpServer::Start(HttpServerOptions 
   try {
     auto impl = std::make_unique<Impl>(std::move(options), std::move(handler));
     BATON_RETURN_IF_ERROR(impl->Listen());
+    BATON_RETURN_IF_ERROR(impl->waiter.Start());
     impl->accept_thread = std::thread(&Impl::AcceptLoop, impl.get());
     return std::unique_ptr<HttpServer>(new HttpServer(std::move(impl)));
   } catch (const std::exception& e) {
@@ -272,10 +302,7 @@ HttpServer::~HttpServer() { Shutdown(); }
 
 int HttpServer::port() const { return impl_->port; }
 
-int HttpServer::open_connections() const {
-  std::lock_guard<std::mutex> lock(impl_->mu);
-  return impl_->serving;
-}
+int HttpServer::open_connections() const { return impl_->open.load(); }
 
 void HttpServer::Shutdown(absl::Duration grace) { impl_->Shutdown(grace); }
 

@@ -1,5 +1,7 @@
-// HTTP/1.1 server on Boost.Beast: an acceptor thread plus one thread per connection, so that
-// a handler may block for minutes while it streams tokens.
+// HTTP/1.1 server on Boost.Beast: an acceptor thread, one epoll thread that holds every
+// connection between requests (RequestWaiter: idle keep-alive clients and request heads
+// still arriving cost no thread), and a thread per request being answered, so that a
+// handler may block for minutes while it streams tokens.
 //
 //   HttpServerOptions options;
 //   options.port = 8080;
@@ -37,7 +39,8 @@ class HttpServer {
   HttpServer& operator=(const HttpServer&) = delete;
 
   int port() const;
-  // Connections being served now (not counting those being turned away with 503).
+  // Open connections, waiting for a request or being answered (not counting those being
+  // turned away with 503).
   int open_connections() const;
 
   // Stops accepting, closes idle keep-alive connections, lets running requests finish for up

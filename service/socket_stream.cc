@@ -72,6 +72,52 @@ bool SocketStream::Handshake(Clock::time_point deadline) {
   return ok;
 }
 
+SocketStream::NoWait SocketStream::HandshakeNoWait() {
+  if (ssl_ == nullptr) return NoWait::kDone;
+  ERR_clear_error();
+  const int r = SSL_do_handshake(ssl_);
+  if (r == 1) return NoWait::kDone;
+  const int error = SSL_get_error(ssl_, r);
+  if (error == SSL_ERROR_WANT_READ) return NoWait::kWantRead;
+  if (error == SSL_ERROR_WANT_WRITE) return NoWait::kWantWrite;
+  return NoWait::kFailed;
+}
+
+SocketStream::NoWait SocketStream::ReadNoWait(std::string* out, size_t max) {
+  char chunk[16384];
+  while (out->size() < max) {
+    const size_t want = std::min(sizeof(chunk), max - out->size());
+    if (ssl_ != nullptr) {
+      ERR_clear_error();
+      errno = 0;
+      const int n = SSL_read(ssl_, chunk, static_cast<int>(want));
+      if (n > 0) {
+        out->append(chunk, static_cast<size_t>(n));
+        bytes_read_ += static_cast<size_t>(n);
+        continue;
+      }
+      const int error = SSL_get_error(ssl_, n);
+      if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) return NoWait::kWantRead;
+      if (error == SSL_ERROR_ZERO_RETURN || (error == SSL_ERROR_SYSCALL && errno == 0)) {
+        return NoWait::kDone;
+      }
+      return NoWait::kFailed;
+    }
+    const ssize_t n = ::recv(fd_, chunk, want, MSG_DONTWAIT);
+    if (n > 0) {
+      out->append(chunk, static_cast<size_t>(n));
+      bytes_read_ += static_cast<size_t>(n);
+    } else if (n == 0) {
+      return NoWait::kDone;
+    } else if (errno == EAGAIN || errno == EWOULDBLOCK) {
+      return NoWait::kWantRead;
+    } else if (errno != EINTR) {
+      return NoWait::kFailed;
+    }
+  }
+  return NoWait::kWantRead;
+}
+
 bool SocketStream::TlsWait(int error, bool writing, boost::system::error_code& ec) {
   if (error == SSL_ERROR_WANT_READ) return Wait(/*write=*/false, ec);
   if (error == SSL_ERROR_WANT_WRITE) return Wait(/*write=*/true, ec);

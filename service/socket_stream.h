@@ -35,12 +35,23 @@ class SocketStream {
   bool tls() const { return ssl_ != nullptr; }
   // The server side of the TLS handshake, by `deadline`; true at once without TLS.
   bool Handshake(Clock::time_point deadline);
+  // What a call that never waits achieved.
+  enum class NoWait { kDone, kWantRead, kWantWrite, kFailed };
+  // One step of the server side of the TLS handshake that never waits: kDone once it has
+  // completed (at once without TLS), kWant* when the socket must become readable or
+  // writable first.
+  NoWait HandshakeNoWait();
+  // Appends what can be read now, up to `max` bytes in all, to *out: kDone when the peer
+  // has closed its side (EOF), kWantRead when nothing more is there yet (or `max` was
+  // reached), kFailed on an error.
+  NoWait ReadNoWait(std::string* out, size_t max);
   // One write that never waits: *sent is how much went (0 when the socket is full). False
   // on an error. With TLS, a retry after 0 must start with the same bytes.
   bool SendNoWait(std::string_view bytes, size_t* sent);
 
   int fd() const { return fd_; }
   std::chrono::milliseconds write_timeout() const { return write_timeout_; }
+  void set_write_timeout(std::chrono::milliseconds timeout) { write_timeout_ = timeout; }
   // Bytes received so far, to measure what a parser consumed.
   size_t bytes_read() const { return bytes_read_; }
   void set_read_deadline(Clock::time_point deadline) { read_deadline_ = deadline; }

@@ -1,12 +1,14 @@
 // Fuzzes ParseHttpRequest, the parser the HTTP server runs on every byte a client sends.
 // Small limits make the 413 and 431 paths reachable. A request accepted under the small
 // limits must be accepted, identically, under large ones: limits may only turn requests away.
+// And every request it accepts has a head the server's waiter recognizes as whole.
 #include <cstdint>
 #include <cstdlib>
 #include <string>
 #include <string_view>
 
 #include "common/strings.h"
+#include "service/http_connection.h"
 #include "service/http_request.h"
 
 namespace {
@@ -74,6 +76,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     Require(b.ok());
     Require(a->method == b->method && a->target == b->target && a->body == b->body);
     Require(a->headers == b->headers);
+  }
+  if (b.ok()) {
+    // The server's waiter hands a connection to a thread once it sees a whole head: a
+    // request the parser accepts must have one, or it would wait for ever.
+    Require(baton::service::http_internal::HasRequestHead(bytes));
   }
   if (!b.ok() && b.status().code() == absl::StatusCode::kInvalidArgument) {
     // Malformed stays malformed whatever the limits (unless a limit is hit first).

@@ -4,6 +4,8 @@
 
 #include <atomic>
 #include <chrono>
+#include <filesystem>
+#include <optional>
 #include <random>
 #include <string>
 #include <thread>
@@ -703,6 +705,119 @@ TEST(HttpServerTest, SlowRequestGets408) {
   ASSERT_TRUE(r);
   EXPECT_EQ(r->result_int(), 408);
   ExpectErrorEnvelope(*r, "150 ms");
+}
+
+int ThreadsOfThisProcess() {
+  int n = 0;
+  for ([[maybe_unused]] const auto& entry :
+       std::filesystem::directory_iterator("/proc/self/task")) {
+    ++n;
+  }
+  return n;
+}
+
+// Slowloris: idle connections and request heads trickling in a byte at a time hold no
+// thread, so a normal client still gets through at once, and every slow one is still
+// answered when its head is whole.
+TEST(HttpServerTest, AThousandSlowConnectionsHoldNoThreadsAndStarveNoOne) {
+  HttpServerOptions options;
+  options.max_connections = 1100;
+  auto server = StartServer(Echo, options);
+  const int threads_before = ThreadsOfThisProcess();
+  constexpr int kSlow = 1000;
+  std::vector<std::unique_ptr<TestClient>> slow;
+  const std::string head = "GET /slow HTTP/1.1\r\nHost: a\r\n\r\n";
+  for (int i = 0; i < kSlow; ++i) {
+    slow.push_back(std::make_unique<TestClient>(server->port()));
+    ASSERT_TRUE(slow.back()->connected()) << i;
+    // Half are idle; half have sent the first byte of their head.
+    if (i % 2 == 1) ASSERT_TRUE(slow.back()->Send(head.substr(0, 1)));
+  }
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == kSlow; }));
+  for (int i = 1; i < kSlow; i += 2) ASSERT_TRUE(slow[i]->Send(head.substr(1, 10)));
+  // The server holds them all with the threads it had: an acceptor and the waiter.
+  EXPECT_LE(ThreadsOfThisProcess(), threads_before + 2);
+
+  const auto start = std::chrono::steady_clock::now();
+  TestClient normal(server->port());
+  ASSERT_TRUE(normal.Send("GET /normal HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto r = normal.ReadResponse(2s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_THAT(r->body(), HasSubstr("/normal"));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+
+  // The slow heads finish, and each is answered.
+  for (int i = 1; i < kSlow; i += 2) ASSERT_TRUE(slow[i]->Send(head.substr(11)));
+  for (int i = 1; i < kSlow; i += 2) {
+    auto slow_response = slow[i]->ReadResponse(5s);
+    ASSERT_TRUE(slow_response) << i;
+    EXPECT_EQ(slow_response->result_int(), 200);
+  }
+  slow.clear();
+  EXPECT_TRUE(Eventually([&] { return server->open_connections() <= 1; }));
+}
+
+// Idle connections cannot fill the server: at the limit, the one idle the longest is
+// closed to make room, and with none idle, the slowest head is (with a 503).
+TEST(HttpServerTest, AtTheLimitTheLongestWaitingConnectionMakesRoom) {
+  HttpServerOptions options;
+  options.max_connections = 2;
+  auto server = StartServer(Echo, options);
+  TestClient oldest(server->port());
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == 1; }));
+  TestClient idle(server->port());
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == 2; }));
+  TestClient fresh(server->port());
+  ASSERT_TRUE(fresh.Send("GET /fresh HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto r = fresh.ReadResponse(2s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  EXPECT_TRUE(oldest.WaitClosed(1s));
+  ASSERT_TRUE(idle.Send("GET /idle HTTP/1.1\r\nHost: a\r\n\r\n"));
+  r = idle.ReadResponse(2s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+
+  // Now two slow heads hold both places; a third client still gets through.
+  TestClient slow1(server->port());
+  ASSERT_TRUE(slow1.Send("GET /s"));
+  TestClient slow2(server->port());
+  ASSERT_TRUE(slow2.Send("GET /s"));
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == 2; }));
+  // Time for the waiter to read slow2's bytes; until then it would count as idle.
+  std::this_thread::sleep_for(200ms);
+  TestClient third(server->port());
+  ASSERT_TRUE(third.Send("GET /third HTTP/1.1\r\nHost: a\r\n\r\n"));
+  r = third.ReadResponse(2s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  auto evicted = slow1.ReadResponse(2s);
+  ASSERT_TRUE(evicted);
+  EXPECT_EQ(evicted->result_int(), 503);
+  ExpectErrorEnvelope(*evicted, "limit of 2 open connections");
+}
+
+// A head trickling in past the read timeout gets its 408 from the waiter, counted from its
+// first byte, not from its latest one.
+TEST(HttpServerTest, ATricklingHeadGets408WithinTheReadTimeout) {
+  HttpServerOptions options;
+  options.read_timeout_ms = 300;
+  auto server = StartServer(Echo, options);
+  TestClient c(server->port());
+  const auto start = std::chrono::steady_clock::now();
+  const std::string head = "GET / HTTP/1.1\r\nHost: a\r\nX-Pad: aaaaaaaaaaaaaaaaaaaaaaa";
+  std::optional<Response> r;
+  for (char byte : head) {
+    if (!c.Send(std::string_view(&byte, 1))) break;
+    std::this_thread::sleep_for(40ms);
+    if (std::chrono::steady_clock::now() - start > 500ms) break;
+  }
+  r = c.ReadResponse(2s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 408);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1500ms);
+  EXPECT_TRUE(c.WaitClosed(1s));
 }
 
 TEST(HttpServerTest, ShutdownClosesIdleConnectionsPromptly) {
