@@ -4,7 +4,8 @@
 #      and the TSan build of the multithreaded tests;
 #   2. the release build (gcc, with CUDA where nvcc exists) and every test.
 # It ends with ctest's summary of the release run.
-# Env: BATON_FUZZ_SECONDS (default 20 per fuzzer), BATON_SKIP_ASAN=1 to skip stage 1.
+# Env: BATON_FUZZ_SECONDS (default 20 per fuzzer), BATON_CHAOS_SECONDS (default 20; the
+# chaos suite runs in the release stage only), BATON_SKIP_ASAN=1 to skip stage 1.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_DIR="${CCACHE_DIR:-$HOME/.cache/ccache}"
@@ -26,7 +27,7 @@ if [ "${BATON_SKIP_ASAN:-0}" != 1 ]; then
   echo "test.sh: [1/2] ASan+UBSan build, unit tests and fuzzers"
   cmake --preset asan -DBATON_FUZZ_SECONDS="${BATON_FUZZ_SECONDS:-20}" >/dev/null
   cmake --build --preset asan -j "$jobs"
-  ctest --preset asan -j "$jobs" -LE "oracle|e2e"
+  ctest --preset asan -j "$jobs" -LE "oracle|e2e|chaos"
 
   echo "test.sh: [1b/2] TSan build of the multithreaded tests"
   cmake --preset tsan >/dev/null
