@@ -46,7 +46,8 @@ struct Engine::Live {
   std::unique_ptr<tokenizer::TextStream> text;  // when detokenize
   Clock::time_point arrival, first_scheduled, first_token;
   bool scheduled = false;
-  int64_t generated = 0;
+  int64_t generated = 0;  // output tokens, the resumed ones included
+  int64_t resumed = 0;    // EngineRequest::output_ids
   uint64_t seed = 0;
   std::shared_ptr<kvcache::KvSink> sink;
   std::string kv_transfer_id;
@@ -227,6 +228,7 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   const int64_t prompt_len = static_cast<int64_t>(request.prompt_ids.size());
   const int64_t context = config.max_position_embeddings;
   const int64_t max_len = prompt_len + std::min(request.params.max_tokens, context - prompt_len);
+  BATON_RETURN_IF_ERROR(CheckOutputIds(request, max_len - prompt_len));
   BATON_RETURN_IF_ERROR(scheduler_->CheckFits(prompt_len, max_len));
 
   auto live = std::make_unique<Live>();
@@ -242,7 +244,8 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   live->seed = request.params.seed.value_or(RandomSeed());
   live->sink = std::move(request.kv_sink);
   live->kv_transfer_id = std::move(request.kv_transfer_id);
-  live->sampler = std::make_unique<SequenceSampler>(request.params, request.prompt_ids, live->seed);
+  live->sampler = std::make_unique<SequenceSampler>(request.params, request.prompt_ids, live->seed,
+                                                    request.output_ids);
   live->sampler->set_vocab_limit(sampleable_vocab_);
   live->stop =
       std::make_unique<StopChecker>(request.params, model_->eos_token_ids, context - prompt_len);
@@ -250,8 +253,15 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
     live->text =
         std::make_unique<tokenizer::TextStream>(model_->tokenizer.tokenizer, request.params.stop,
                                                 request.params.include_stop_str_in_output);
+    // Their text was delivered before; the stream's state (partial characters, stop
+    // strings spanning the boundary) goes on from them.
+    for (int32_t t : request.output_ids) (void)live->text->Add(t);
   }
+  live->generated = live->resumed = static_cast<int64_t>(request.output_ids.size());
   seq->tokens = std::move(request.prompt_ids);
+  // A resumed sequence is, to the scheduler, one preempted after generating them: its
+  // prompt and outputs are computed, then it samples the next token.
+  seq->tokens.insert(seq->tokens.end(), request.output_ids.begin(), request.output_ids.end());
 
   std::shared_ptr<RequestStream> stream;
   {
@@ -278,6 +288,28 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   }
   wake_.notify_all();
   return stream;
+}
+
+absl::Status Engine::CheckOutputIds(const EngineRequest& request, int64_t max_output) const {
+  if (request.output_ids.empty()) return absl::OkStatus();
+  const int32_t vocab = model_->model->config().vocab_size;
+  if (!request.kv_transfer_id.empty() || request.kv_sink != nullptr) {
+    return absl::InvalidArgumentError(
+        "output_ids (a resumed sequence) cannot be combined with a KV transfer");
+  }
+  if (static_cast<int64_t>(request.output_ids.size()) >= max_output) {
+    return absl::InvalidArgumentError(StrCat(
+        "output_ids holds ", request.output_ids.size(),
+        " tokens, which leaves none to generate: max_tokens (or the context) allows ", max_output));
+  }
+  for (size_t i = 0; i < request.output_ids.size(); ++i) {
+    const int32_t t = request.output_ids[i];
+    if (t < 0 || t >= vocab) {
+      return absl::InvalidArgumentError(
+          StrCat("output_ids[", i, "] is ", t, ", outside the vocabulary [0, ", vocab, ")"));
+    }
+  }
+  return absl::OkStatus();
 }
 
 absl::Status Engine::CheckPrompt(std::span<const int32_t> prompt_ids) const {
@@ -736,7 +768,7 @@ void Engine::EmitToken(uint64_t id, SampledToken sampled, Clock::time_point afte
     const Sequence* seq = scheduler_->Find(id);
     const int32_t token = sampled.id;
     ++counters_.generated_tokens;
-    if (live->generated++ == 0) live->first_token = after;
+    if (live->generated++ == live->resumed) live->first_token = after;
     TokenEvent e;
     e.token_ids.push_back(token);
     if (live->params.logprobs >= 0) e.logprobs.push_back(std::move(sampled));
@@ -774,7 +806,7 @@ void Engine::EmitToken(uint64_t id, SampledToken sampled, Clock::time_point afte
       End(id, std::move(e));
     } else {
       e.seconds_since_arrival = Seconds(live->arrival, after);
-      if (live->generated == 1) {
+      if (live->generated == live->resumed + 1) {
         // A client that stops the request itself (a router matching stop strings) still
         // learns how much of the prompt the prefix cache served.
         e.usage.prompt_tokens = seq->prompt_len;
@@ -803,7 +835,7 @@ void Engine::End(uint64_t seq_id, TokenEvent last) {
   }
   last.usage.completion_tokens = live->generated;
   if (live->scheduled) last.timings.queue_seconds = Seconds(live->arrival, live->first_scheduled);
-  if (live->generated > 0) {
+  if (live->generated > live->resumed) {
     last.timings.time_to_first_token_seconds = Seconds(live->arrival, live->first_token);
   }
   last.timings.total_seconds = last.seconds_since_arrival;

@@ -97,6 +97,11 @@ struct EngineRequest {
   // instead of computing the prompt; prompt_ids must equal the reserved prompt (else the
   // request fails and the reservation is freed: the claim ends its lease).
   std::string kv_transfer_id;
+  // Tokens this sequence already generated elsewhere (a stream migrated from a worker that
+  // died): they are computed after the prompt and count as output, so sampling goes on
+  // where it stopped (the seed's position, the penalties), max_tokens counts them, usage
+  // reports them as completion tokens, and the stream starts with the token after them.
+  std::vector<int32_t> output_ids;
 };
 
 // Pages reserved for a prompt whose K/V another worker computes (the decode role's side
@@ -261,6 +266,8 @@ class Engine {
   // Runs `task` on the engine thread before its next step and waits for it.
   absl::Status RunOnEngineThread(std::function<absl::Status()> task);
   absl::Status CheckPrompt(std::span<const int32_t> prompt_ids) const;
+  // EngineRequest::output_ids: in the vocabulary, fewer than `max_output`, no KV transfer.
+  absl::Status CheckOutputIds(const EngineRequest& request, int64_t max_output) const;
   void ReleasePages(std::span<const int32_t> pages);  // engine thread
   // Frees a reservation's pages and forgets it: engine thread.
   void DropReservation(absl::flat_hash_map<std::string, std::unique_ptr<Reserved>>::iterator it);

@@ -88,9 +88,14 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
     return absl::InvalidArgumentError(
         StrCat("prompt_ids has ", in.prompt_ids_size(), " ids; the limit is ", kMaxPromptIds));
   }
+  if (in.output_ids_size() > kMaxPromptIds) {
+    return absl::InvalidArgumentError(
+        StrCat("output_ids has ", in.output_ids_size(), " ids; the limit is ", kMaxPromptIds));
+  }
   engine::EngineRequest r;
   r.id = in.request_id();
   r.prompt_ids.assign(in.prompt_ids().begin(), in.prompt_ids().end());
+  r.output_ids.assign(in.output_ids().begin(), in.output_ids().end());
   r.priority = in.priority();
   r.cache_salt = in.cache_salt();
   r.detokenize = in.detokenize();

@@ -304,6 +304,55 @@ TEST(EngineTest, RepeatedPromptsHitThePrefixCache) {
   EXPECT_TRUE((*engine)->kv_events().Snapshot().block_hashes.size() > 0);
 }
 
+// A sequence resumed from the tokens it generated (a stream migrated from a worker that
+// died, EngineRequest::output_ids) goes on exactly as the uninterrupted sequence did: the
+// oracle is that sequence, for greedy and for seeded sampling with penalties, with every
+// split point.
+TEST(EngineTest, AResumedSequenceGoesOnAsTheUninterruptedOne) {
+  const LoadedModel* m = Load(kTiny);
+  ASSERT_NE(m, nullptr);
+  auto engine = Engine::Create(m, SmallOptions());
+  ASSERT_TRUE(engine.ok());
+  for (EngineRequest r : MakeRequests(*m, 6, 11)) {
+    r.params.max_tokens = 24;
+    r.params.ignore_eos = true;
+    r.params.repetition_penalty = 1.2;
+    r.params.frequency_penalty = 0.3;
+    const Outcome whole = Drain((*engine)->Submit(r)->get());
+    ASSERT_EQ(whole.ids.size(), 24u) << r.id;
+    for (size_t k : {size_t{1}, size_t{7}, size_t{23}}) {
+      EngineRequest resumed = r;
+      resumed.id = StrCat(r.id, "-from-", k);
+      resumed.output_ids.assign(whole.ids.begin(), whole.ids.begin() + k);
+      resumed.detokenize = false;
+      const Outcome rest = Drain((*engine)->Submit(resumed)->get());
+      EXPECT_EQ(rest.ids, std::vector<int32_t>(whole.ids.begin() + k, whole.ids.end()))
+          << r.id << " from " << k;
+      EXPECT_EQ(rest.last.usage.completion_tokens, 24) << "the resumed tokens count as output";
+      EXPECT_EQ(rest.last.usage.prompt_tokens, static_cast<int64_t>(r.prompt_ids.size()));
+      EXPECT_EQ(rest.last.finish_reason, FinishReason::kLength);
+    }
+  }
+  ExpectNoLeaks(engine->get());
+}
+
+TEST(EngineTest, ResumedOutputIdsAreChecked) {
+  const LoadedModel* m = Load(kTiny);
+  ASSERT_NE(m, nullptr);
+  auto engine = Engine::Create(m, SmallOptions());
+  ASSERT_TRUE(engine.ok());
+  EngineRequest r;
+  r.prompt_ids = {5, 6, 7};
+  r.params.max_tokens = 3;
+  r.output_ids = {8, 9, 10};
+  EXPECT_THAT((*engine)->Submit(r).status().message(), HasSubstr("leaves none to generate"));
+  r.output_ids = {8, -1};
+  EXPECT_THAT((*engine)->Submit(r).status().message(), HasSubstr("output_ids[1] is -1"));
+  r.output_ids = {8};
+  r.kv_transfer_id = "t";
+  EXPECT_THAT((*engine)->Submit(r).status().message(), HasSubstr("KV transfer"));
+}
+
 // A pool in memory the caller provides (a decode worker's, allocated by UCX) serves the
 // same outputs as the engine's own mapping, and the engine leaves it mapped.
 TEST(EngineTest, TheKvPoolCanLiveInTheCallersMemory) {
