@@ -22,10 +22,11 @@ absl::StatusOr<bool> ChoiceDecoder::Process(const pb::GenerateResponse& msg, Cho
   *out = ChoiceDelta();
   out->index = index_;
   if (ended_) return false;
-  if (msg.has_usage() && msg.usage().prompt_tokens() > 0) {
+  // From the first message that has them (the sequence's first stream, should it have been
+  // migrated to another worker), so a sequence the router stops itself keeps them too.
+  if (msg.has_usage() && msg.usage().prompt_tokens() > 0 && prompt_tokens_ == 0) {
     prompt_tokens_ = msg.usage().prompt_tokens();
     cached_tokens_ = msg.usage().cached_tokens();
-    // Also on the first message, so a sequence the router stops itself keeps them.
     queue_seconds_ = msg.timings().queue_seconds();
     time_to_first_token_seconds_ = msg.timings().time_to_first_token_seconds();
   }

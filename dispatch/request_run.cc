@@ -54,10 +54,11 @@ void RequestRun::OnBegin(bool ok) {
 }
 
 void RequestRun::Begin() {
+  // Both legs of a split route sample as one sequence (the first token on the prefill
+  // worker, the rest on the decode worker), and so does a stream migrated to another
+  // worker: the seed is the router's.
+  if (route_.prefill != nullptr || migration_limit() > 0) EnsureSeed(&wire_);
   if (route_.prefill != nullptr) {
-    // Both legs sample as one sequence: the first token on the prefill worker, the rest
-    // on the decode worker.
-    EnsureSeed(&wire_);
     prefill_ = route_.prefill;
     StartSplitAttempt();
   } else {
@@ -175,6 +176,7 @@ void RequestRun::OnRead(bool ok) {
     return;
   }
   ++messages_;
+  generated_.insert(generated_.end(), msg_.token_ids().begin(), msg_.token_ids().end());
   route_.PromptDone();
   if (!error_.ok() || decoder_.ended()) {
     reader_->Read(&msg_, &read_step_);
@@ -213,6 +215,9 @@ bool RequestRun::Reroute() {
       wire_.cache_salt(), options_.session);
   if (!next.ok()) return false;
   rerouted_ = true;
+  // A split attempt's reservation on the worker left behind: released if that worker can
+  // still hear it (one that stopped answering frees it when its lease ends).
+  ReleaseUnclaimedTransfer();
   route_ = *std::move(next);
   reader_.reset();  // it refers to the old context, which StartDecode replaces
   wire_.clear_kv_transfer_id();
@@ -221,6 +226,45 @@ bool RequestRun::Reroute() {
   prefill_failed_ = false;
   attempt_ = 1;  // a fresh transfer id
   Begin();
+  return true;
+}
+
+int RequestRun::migration_limit() const {
+  // The pool a route came from (routes made by hand have none, and do not migrate).
+  const WorkerPool* pool = route_.load != nullptr ? route_.load->pool() : nullptr;
+  return pool != nullptr ? pool->migration_limit() : 0;
+}
+
+bool RequestRun::Migrate() {
+  const int64_t max_tokens = wire_.params().has_max_tokens() ? wire_.params().max_tokens() : -1;
+  if (migrations_ >= migration_limit() || !error_.ok() || cancelled() ||
+      decode_status_.error_code() != grpc::StatusCode::UNAVAILABLE || generated_.empty() ||
+      (max_tokens >= 0 && static_cast<int64_t>(generated_.size()) >= max_tokens)) {
+    return false;
+  }
+  // Placed by the whole context the new worker computes.
+  std::vector<int32_t> context(wire_.prompt_ids().begin(), wire_.prompt_ids().end());
+  context.insert(context.end(), generated_.begin(), generated_.end());
+  absl::StatusOr<Route> next =
+      RerouteAfterFailure(route_, context, wire_.cache_salt(), options_.session);
+  if (!next.ok()) return false;
+  ++migrations_;
+  if (RouterMetrics* metrics = route_.load->pool()->metrics(); metrics != nullptr) {
+    metrics->CountMigration();
+  }
+  route_ = *std::move(next);
+  // The decode worker computes the context itself: a prefill worker samples only a
+  // sequence's first token.
+  route_.prefill = nullptr;
+  reader_.reset();  // it refers to the old context, which StartDecode replaces
+  wire_.clear_kv_transfer_id();
+  wire_.clear_await_kv_transfer_ms();
+  wire_.mutable_output_ids()->Assign(generated_.begin(), generated_.end());
+  // A new id on the new worker: the old one may still hold the first (a stopped worker
+  // that comes back).
+  wire_.set_request_id(StrCat(wire_.request_id(), "~m", migrations_));
+  transfer_id_.clear();
+  StartDecode();
   return true;
 }
 
@@ -233,7 +277,10 @@ void RequestRun::Settle() {
   if (prefill_pending_ || decode_pending_) return;
   if (decoder_.ended()) return End(absl::OkStatus());
   if (!error_.ok()) return End(error_);
-  if (messages_ > 0) return EndWithDecodeStatus();  // the stream broke after it served
+  if (messages_ > 0) {  // the stream broke after it served
+    if (Migrate()) return;
+    return EndWithDecodeStatus();
+  }
   // Nothing was delivered.
   if (cancelled()) {
     ReleaseUnclaimedTransfer();

@@ -10,6 +10,9 @@
 //                       │ abandoned, then retry on another prefill worker, or prefill on
 //                       │ the decode worker, or fail (DecideAfterPrefillFailure)
 //   decode stream UNAVAILABLE before any message: reroute once (RerouteAfterFailure)
+//   decode stream UNAVAILABLE after messages: migrate (Migrate) up to the pool's
+//     migration_limit times (--migration-limit): another worker computes the prompt and the tokens
+//     generated so far and streams on from there; the client sees one stream
 //   a split attempt that ends before its decode stream delivered anything: ReleaseTransfer
 //
 // Every step runs on one completion queue's thread (a CompletionLoops loop), the first
@@ -31,6 +34,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
@@ -86,6 +90,8 @@ class RequestRun {
   // was rerouted, and whether it started any call on a worker.
   const Route& route() const { return route_; }
   bool rerouted() const { return rerouted_; }
+  // How many times the stream moved to another worker after it began.
+  int migrations() const { return migrations_; }
 
  private:
   RequestRun(grpc::CompletionQueue* cq, Route route, baton::internal::v1::GenerateRequest wire,
@@ -102,6 +108,10 @@ class RequestRun {
   bool cancelled() const;
   // Starts the run over on another worker when that is safe; true when it did.
   bool Reroute();
+  // Continues a stream that broke after it began on another worker, when that is safe;
+  // true when it did.
+  bool Migrate();
+  int migration_limit() const;
   // Releases the decode worker's reservation when a split run ends before its decode
   // stream delivered anything.
   void ReleaseUnclaimedTransfer();
@@ -121,7 +131,10 @@ class RequestRun {
   RunOptions options_;
   RunCallbacks callbacks_;
   bool rerouted_ = false;
-  int messages_ = 0;              // from the decode worker, on this route
+  int migrations_ = 0;
+  int messages_ = 0;  // from the decode worker, on this route
+  // Every token the decode streams sent (a migrated stream goes on after them).
+  std::vector<int32_t> generated_;
   absl::Status error_;            // a bad message from the worker
   bool prefill_pending_ = false;  // the calls of the attempt in flight
   bool decode_pending_ = false;

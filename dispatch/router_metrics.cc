@@ -113,7 +113,13 @@ RouterMetrics::RouterMetrics()
                     .Help("Requests started again on another worker after theirs could not be "
                           "reached before it sent anything")
                     .Register(*registry_)
-                    .Add({})) {}
+                    .Add({})),
+      migrations_(prometheus::BuildCounter()
+                      .Name("baton_router_migrations_total")
+                      .Help("Streams continued on another worker after theirs became "
+                            "unreachable mid-stream (--migration-limit)")
+                      .Register(*registry_)
+                      .Add({})) {}
 
 void RouterMetrics::CountDecision(std::string_view policy, const std::string& worker) {
   decisions_.Add({{"policy", std::string(policy)}, {"worker", worker}}).Increment();

@@ -54,6 +54,8 @@ class RouterMetrics {
   // A request started again on another worker: its own could not be reached before it
   // sent anything.
   void CountReroute() { reroutes_.Increment(); }
+  // A stream continued on another worker after its own became unreachable mid-stream.
+  void CountMigration() { migrations_.Increment(); }
 
  private:
   std::shared_ptr<prometheus::Registry> registry_;
@@ -78,6 +80,7 @@ class RouterMetrics {
   prometheus::Family<prometheus::Counter>& kv_event_errors_;
   prometheus::Histogram& kv_event_lag_;
   prometheus::Counter& reroutes_;
+  prometheus::Counter& migrations_;
 };
 
 }  // namespace baton::dispatch

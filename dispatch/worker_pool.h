@@ -111,6 +111,9 @@ struct PoolOptions {
   // worker waits for the transfer: await_kv_transfer_ms). Off: only once the Prefill
   // answered, one router round trip later, for decode workers that predate the wait.
   bool decode_with_prefill = true;
+  // How many times a stream whose decode worker becomes unreachable after it began is
+  // continued on another worker (RequestRun::Migrate). 0: never.
+  int migration_limit = 1;
   // What the router presents to workers (--internal-token-file, mTLS).
   std::shared_ptr<const service::InternalAuth> auth = service::InternalAuth::Open();
   // Resolves a host name to addresses; null: getaddrinfo. Tests replace it.
@@ -153,6 +156,7 @@ class WorkerPool {
   WorkerClient* OtherPrefill(const WorkerClient* failed) const;
   PrefillFailover failover() const { return failover_; }
   bool decode_with_prefill() const { return options_.decode_with_prefill; }
+  int migration_limit() const { return options_.migration_limit; }
   // A worker that can answer for the model (GetModelInfo, readiness): the first colocated
   // or decode worker.
   WorkerClient* primary() const;

@@ -102,6 +102,12 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "worker itself, skipping the prefill worker (0: never)")
       ->envname("BATON_MAX_LOCAL_PREFILL_TOKENS")
       ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
+  cmd->add_option("--migration-limit", f->migration_limit,
+                  "How many times a stream whose worker becomes unreachable mid-stream is "
+                  "continued on another worker from the tokens it had generated (0: the "
+                  "stream ends with the error)")
+      ->envname("BATON_MIGRATION_LIMIT")
+      ->check(CLI::Range(0, 16));
   cmd->add_flag("--no-decode-with-prefill", f->no_decode_with_prefill,
                 "Split workers: open the decode stream only once the Prefill call answered "
                 "(one router round trip later), for decode workers older than this router")
@@ -174,6 +180,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.parse_special_in_content = f.parse_special_in_content;
   o.pool.max_local_prefill_tokens = f.max_local_prefill_tokens;
   o.pool.decode_with_prefill = !f.no_decode_with_prefill;
+  o.pool.migration_limit = f.migration_limit;
   return o;
 }
 

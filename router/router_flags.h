@@ -45,6 +45,7 @@ struct RouterFlags {
   bool log_requests = false;
   int64_t max_local_prefill_tokens = 0;
   bool no_decode_with_prefill = false;
+  int migration_limit = 1;
   bool parse_special_in_content = false;
   // What the router presents to workers (AddWorkerListFlags; `baton serve` sets its own).
   service::InternalAuthFlags internal_auth;

@@ -31,6 +31,7 @@ struct Outcome {
   ChoiceDelta last;
   absl::Status status;
   bool rerouted = false;
+  int migrations = 0;
   std::string served_by;  // the route's decode worker at the end
 };
 
@@ -113,6 +114,7 @@ class RequestRunTest : public ::testing::Test {
     }
     EXPECT_EQ(done.get_future().wait_for(std::chrono::seconds(20)), std::future_status::ready);
     out.rerouted = run->rerouted();
+    out.migrations = run->migrations();
     out.served_by = run->route().decode->target();
     return out;
   }
@@ -316,8 +318,42 @@ TEST_F(RequestRunTest, AnUnreachableWorkerIsReroutedOnceToAnother) {
   EXPECT_EQ(o.text, tokenizer_->Decode(script_).value());
 }
 
-TEST_F(RequestRunTest, NoRerouteOnceTheWorkerSentATokenOrWhenNotAllowed) {
+// Migration (RequestRun::Migrate): a stream that breaks UNAVAILABLE after it began goes on
+// on another worker, which gets the prompt and the tokens so far (output_ids), under a new
+// request id, with the same seed; the client sees one stream.
+TEST_F(RequestRunTest, AStreamThatBreaksMidwayMovesToAnotherWorkerWithItsTokens) {
   auto pool = Pool("ab", "", "");
+  Route route = *pool->Pick(Request().prompt_ids, "");
+  fakes::FakeWorkerServer& serving = ServerOf(route.decode);
+  fakes::FakeWorkerServer& other = &serving == &a_ ? b_ : a_;
+  serving.worker.fail_after = 3;
+  serving.worker.fail_after_status = grpc::Status(grpc::StatusCode::UNAVAILABLE, "went away");
+  // The fake streams its script as given: the rest of the sequence, as a real worker would.
+  other.worker.script.assign(script_.begin() + 3, script_.end());
+  Outcome o = Run(std::move(route), Request());
+  ASSERT_TRUE(o.status.ok()) << o.status;
+  EXPECT_EQ(o.text, tokenizer_->Decode(script_).value());
+  EXPECT_EQ(o.served_by, other.target());
+  EXPECT_EQ(o.migrations, 1);
+  EXPECT_EQ(o.last.completion_tokens, static_cast<int64_t>(script_.size()));
+  ASSERT_EQ(serving.worker.requests.size(), 1u);
+  ASSERT_EQ(other.worker.requests.size(), 1u);
+  const auto& first = serving.worker.requests[0];
+  const auto& moved = other.worker.requests[0];
+  EXPECT_EQ(std::vector<int32_t>(moved.output_ids().begin(), moved.output_ids().end()),
+            std::vector<int32_t>(script_.begin(), script_.begin() + 3));
+  EXPECT_EQ(std::vector<int32_t>(moved.prompt_ids().begin(), moved.prompt_ids().end()),
+            Request().prompt_ids);
+  ASSERT_TRUE(first.params().has_seed()) << "the router seeds what it may migrate";
+  EXPECT_EQ(moved.params().seed(), first.params().seed());
+  EXPECT_EQ(moved.request_id(), first.request_id() + "~m1");
+  EXPECT_TRUE(moved.kv_transfer_id().empty());
+}
+
+TEST_F(RequestRunTest, NoRerouteOnceTheWorkerSentATokenOrWhenNotAllowed) {
+  PoolOptions no_migration;
+  no_migration.migration_limit = 0;
+  auto pool = Pool("ab", "", "", no_migration);
   Route route = *pool->Pick(Request().prompt_ids, "");
   fakes::FakeWorkerServer& serving = ServerOf(route.decode);
   fakes::FakeWorkerServer& other = &serving == &a_ ? b_ : a_;
