@@ -35,6 +35,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   r->watcher_ = std::make_unique<service::CancelWatcher>();
   r->request_log_ = std::make_unique<frontdoor::RequestLog>(options.log_requests);
 
+  // One bound on the request bytes held at once, for both APIs.
+  auto bodies = std::make_shared<service::ByteBudget>(options.http.max_inflight_body_bytes);
   // The loops come first: the HTTP API's worker streams run on them too.
   if (options.grpc_port >= 0) {
     frontdoor::GrpcApiContext grpc_context;
@@ -44,6 +46,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     grpc_context.limits = options.limits;
     grpc_context.api_keys = api_keys;
     grpc_context.request_log = r->request_log_.get();
+    grpc_context.bodies = bodies;
     r->grpc_api_ = std::make_unique<frontdoor::GrpcApi>(grpc_context);
     r->health_ =
         std::make_unique<service::HealthService>(std::vector<std::string>{"", "baton.v1.Baton"});
@@ -90,6 +93,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   }
   http.host = options.host;
   http.port = options.http_port;
+  http.bodies = bodies;
   BATON_ASSIGN_OR_RETURN(r->http_,
                          service::HttpServer::Start(http, MakeOpenAiHandler(http_context)));
   return r;

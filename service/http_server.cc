@@ -72,7 +72,9 @@ struct HttpServer::Impl {
   Impl(HttpServerOptions o, HttpHandler h)
       : options(std::move(o)),
         handler(std::move(h)),
-        bodies(options.max_inflight_body_bytes),
+        bodies(options.bodies != nullptr
+                   ? options.bodies
+                   : std::make_shared<service::ByteBudget>(options.max_inflight_body_bytes)),
         waiter(options, [this](std::shared_ptr<Connection> c) { Dispatch(std::move(c), false); }),
         acceptor(io) {}
   ~Impl() {
@@ -93,7 +95,8 @@ struct HttpServer::Impl {
 
   const HttpServerOptions options;
   const HttpHandler handler;
-  service::ByteBudget bodies;  // request bodies held by all connections at once
+  // Request bodies held by all connections at once.
+  const std::shared_ptr<service::ByteBudget> bodies;
   // Holds connections between requests. Declared before what its thread calls into.
   RequestWaiter waiter;
   net::io_context io;  // owns the sockets' services; never run: all I/O is synchronous
@@ -222,7 +225,7 @@ void HttpServer::Impl::RunConnection(uint64_t id, std::shared_ptr<Connection> co
   if (reject) {
     http_internal::RejectConnection(*conn, options);
   } else {
-    after = http_internal::ServeConnection(*conn, options, handler, stopping, bodies);
+    after = http_internal::ServeConnection(*conn, options, handler, stopping, *bodies);
   }
   // Before this thread deregisters: Park may hand the connection straight to a new thread,
   // and Dispatch joins the finished ones, which must not include this one yet. After

@@ -124,6 +124,17 @@ class GenerateCall {
 
   absl::Status Prepare() {
     BATON_ASSIGN_OR_RETURN(const service::Tenant* tenant, CheckApiKey(ctx_, *c_.api_keys));
+    if (c_.bodies != nullptr) {
+      // Held for the call, as the HTTP server holds a body's share until it has answered.
+      const size_t bytes = raw_req_.Length();
+      body_lease_ = c_.bodies->TryTake(bytes);
+      if (!body_lease_) {
+        return absl::ResourceExhaustedError(StrCat("the server holds ", c_.bodies->held(),
+                                                   " bytes of requests and this one adds ", bytes,
+                                                   "; the limit (--max-inflight-body-bytes) is ",
+                                                   c_.bodies->limit(), " bytes. Retry later"));
+      }
+    }
     BATON_RETURN_IF_ERROR(ParseWireMessage(raw_req_, &req_));
     BATON_ASSIGN_OR_RETURN(OpenAiRequest request, FromProto(req_, c_.limits));
     BATON_ASSIGN_OR_RETURN(BuiltRequest built, BuildRequest(request, *c_.model, "gen", *tenant));
@@ -276,8 +287,9 @@ class GenerateCall {
   grpc::ServerContext ctx_;
   pb::GenerateRequest req_;
   grpc::ServerAsyncWriter<grpc::ByteBuffer> responder_;
-  grpc::ByteBuffer raw_req_;  // the request's bytes (ParseWireMessage)
-  grpc::ByteBuffer out_;      // in_flight_, serialized; gRPC's until the write completes
+  grpc::ByteBuffer raw_req_;                              // the request's bytes (ParseWireMessage)
+  std::optional<service::ByteBudget::Lease> body_lease_;  // raw_req_'s share of c_.bodies
+  grpc::ByteBuffer out_;  // in_flight_, serialized; gRPC's until the write completes
   Clock::time_point arrival_;
   Clock::time_point last_token_;
   std::string request_id_;

@@ -19,6 +19,7 @@
 #include "frontdoor/openai/served_model.h"
 #include "grpcpp/server_builder.h"
 #include "service/api_key.h"
+#include "service/byte_budget.h"
 
 namespace baton::frontdoor {
 
@@ -32,6 +33,9 @@ struct GrpcApiContext {
   // Without keys no authentication; else 'authorization: Bearer <key>' metadata.
   std::shared_ptr<const service::ApiKeys> api_keys = std::make_shared<service::ApiKeys>();
   RequestLog* request_log = nullptr;  // null: no per-request lines
+  // Bounds the request bytes all calls hold at once, with the HTTP server's bodies
+  // (--max-inflight-body-bytes); null: no bound.
+  std::shared_ptr<service::ByteBudget> bodies;
 };
 
 // Checks and converts a baton.v1 GenerateRequest; InvalidArgument naming the field.
