@@ -110,7 +110,14 @@ void RequestWaiter::Park(std::shared_ptr<Connection> conn) {
   event.events = EventsFor(step == Step::kWantWrite);
   event.data.fd = fd;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) return;  // dropped
-  held_[fd] = Held{std::move(conn), Clock::now(), step};
+  Held& held = held_[fd];
+  held = Held{.conn = std::move(conn), .idle_since = Clock::now(), .waiting_for = step};
+  Describe(*held.conn, &held);
+}
+
+void RequestWaiter::Describe(const Connection& conn, Held* held) {
+  held->idle = conn.handshaken && conn.pending.empty();
+  held->waiting_since = held->idle ? held->idle_since : conn.request_started;
 }
 
 void RequestWaiter::Settle(int fd, Step step) {
@@ -119,16 +126,20 @@ void RequestWaiter::Settle(int fd, Step step) {
     std::lock_guard<std::mutex> lock(mu_);
     auto it = held_.find(fd);
     if (it == held_.end()) return;
+    it->second.advancing = false;
     if (step == Step::kReady || step == Step::kDrop) {
       ::epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
       if (step == Step::kReady) ready = std::move(it->second.conn);
       held_.erase(it);  // a dropped connection closes with its last reference
-    } else if (step != it->second.waiting_for) {
-      epoll_event event{};
-      event.events = EventsFor(step == Step::kWantWrite);
-      event.data.fd = fd;
-      ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &event);
-      it->second.waiting_for = step;
+    } else {
+      Describe(*it->second.conn, &it->second);
+      if (step != it->second.waiting_for) {
+        epoll_event event{};
+        event.events = EventsFor(step == Step::kWantWrite);
+        event.data.fd = fd;
+        ::epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, fd, &event);
+        it->second.waiting_for = step;
+      }
     }
   }
   if (ready) ready_(std::move(ready));
@@ -165,11 +176,9 @@ bool RequestWaiter::EvictOne() {
     auto chosen = held_.end();
     // Idle ones first (RFC 9112 §9.8 lets a server close an idle connection at any time),
     // then the slowest head: either way the one that has waited the longest.
-    auto rank = [](const Held& h) {
-      const bool idle = h.conn->handshaken && h.conn->pending.empty();
-      return std::make_pair(idle ? 0 : 1, idle ? h.idle_since : h.conn->request_started);
-    };
+    auto rank = [](const Held& h) { return std::make_pair(h.idle ? 0 : 1, h.waiting_since); };
     for (auto it = held_.begin(); it != held_.end(); ++it) {
+      if (it->second.advancing) continue;
       if (chosen == held_.end() || rank(it->second) < rank(chosen->second)) chosen = it;
     }
     if (chosen == held_.end()) return false;
@@ -177,6 +186,7 @@ bool RequestWaiter::EvictOne() {
     evicted = std::move(chosen->second.conn);
     held_.erase(chosen);
   }
+  // No other thread has it now: out of held_, and not being advanced.
   if (evicted->handshaken && !evicted->pending.empty()) {
     SendErrorNoWait(*evicted, 503,
                     StrCat("the server is at its limit of ", options_.max_connections,
@@ -203,7 +213,10 @@ void RequestWaiter::Loop() {
       {
         std::lock_guard<std::mutex> lock(mu_);
         auto it = held_.find(fd);
-        if (it != held_.end()) conn = it->second.conn;
+        if (it != held_.end()) {
+          conn = it->second.conn;
+          it->second.advancing = true;  // until Settle
+        }
       }
       // Only this thread advances a held connection; Park's caller let go of it.
       if (conn) Settle(fd, Advance(*conn));

@@ -60,6 +60,12 @@ class RequestWaiter {
     std::shared_ptr<Connection> conn;
     Connection::Clock::time_point idle_since;  // when it was parked
     Step waiting_for;
+    // For EvictOne, which runs on the accept thread and so may not read `conn`: whether
+    // it waits for a request (no byte of one yet), and since when it has waited.
+    bool idle = false;
+    Connection::Clock::time_point waiting_since;
+    // The waiter's thread is reading it: EvictOne leaves it alone.
+    bool advancing = false;
   };
 
   // Moves `conn` as far as it goes without waiting: the handshake, then reading.
@@ -68,6 +74,8 @@ class RequestWaiter {
   void Loop();
   // On the waiter's thread: acts on what Advance said about a held connection.
   void Settle(int fd, Step step);
+  // What EvictOne may know of a connection, taken by the thread that owns it now.
+  static void Describe(const Connection& conn, Held* held);
   void ExpireOverdue();
 
   const HttpServerOptions& options_;
