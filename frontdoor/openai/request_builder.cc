@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <limits>
 #include <random>
+#include <string_view>
 #include <utility>
 
 #include "common/status.h"
@@ -11,6 +12,17 @@
 #include "frontdoor/openai/openai_error.h"
 
 namespace baton::frontdoor {
+namespace {
+
+// The longest prefix of `s` of at most `max_bytes` that ends on a character boundary.
+std::string_view Utf8Prefix(std::string_view s, size_t max_bytes) {
+  if (s.size() <= max_bytes) return s;
+  size_t end = max_bytes;
+  while (end > 0 && (static_cast<unsigned char>(s[end]) & 0xC0) == 0x80) --end;
+  return s.substr(0, end);
+}
+
+}  // namespace
 
 std::string NewRequestId(const std::string& prefix) {
   thread_local std::mt19937_64 rng{std::random_device{}()};
@@ -99,10 +111,14 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
   g.include_stop_str_in_output = r.include_stop_str_in_output;
   g.skip_special_tokens = r.skip_special_tokens;
   g.n = r.n;
-  // Unique whatever the client chose; the client's id rides at the end, so that a
-  // worker's log lines can be matched to the client's request.
-  g.request_id = r.request_id.empty() ? NewRequestId(id_prefix)
-                                      : StrCat(NewRequestId(id_prefix), ".", r.request_id);
+  // Unique whatever the client chose; the start of the client's id rides at the end, so
+  // that a worker's log lines can be matched to the client's request. Cut short so that
+  // the worker's id, with a choice's, a transfer's and a migration's suffixes, stays
+  // within the workers' 256-byte bound (a whole 256-byte client id once made them refuse
+  // the request).
+  g.request_id = r.request_id.empty()
+                     ? NewRequestId(id_prefix)
+                     : StrCat(NewRequestId(id_prefix), ".", Utf8Prefix(r.request_id, 160));
   out.response_id = r.request_id.empty() ? g.request_id : r.request_id;
   g.priority = service::TenantPriority(tenant, r.priority);
   g.cache_salt = service::TenantCacheSalt(tenant, r.cache_salt);

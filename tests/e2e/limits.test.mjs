@@ -168,6 +168,22 @@ test('two requests in flight with the same request_id both succeed', async () =>
   }
 });
 
+// The longest id a client may give (256 bytes, here of two-byte characters) is served:
+// the workers see the router's id with the start of the client's, within their own bound
+// (they once refused it: "request_id is 288 bytes; the limit is 256").
+test('a request_id of the maximum length is served, with n > 1 too', async () => {
+  const id = 'é'.repeat(128);
+  assert.equal(Buffer.byteLength(id), 256);
+  for (const n of [1, 2]) {
+    const res = await post(compUrl(), { model: MODEL_NAME, prompt: 'Once', max_tokens: 2, n, request_id: id });
+    assert.equal(res.status, 200, res.text);
+    assert.equal(res.json.id, id);
+    assert.equal(res.json.choices.length, n);
+  }
+  const long = await post(compUrl(), { model: MODEL_NAME, prompt: 'Once', max_tokens: 2, request_id: 'x'.repeat(257) });
+  assertError(long, 400, { param: 'request_id', pattern: /256/ });
+});
+
 test('n too large and too many stop strings are a 400 naming the limit', async () => {
   assertError(await post(chatUrl(), { model: MODEL_NAME, messages: hi, n: 1000 }), 400,
     { param: 'n', pattern: /1000.*maximum is 16/ });
