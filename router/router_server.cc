@@ -54,7 +54,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     grpc::EnableDefaultHealthCheckService(false);
     grpc::reflection::InitProtoReflectionServerBuilderPlugin();
     grpc::ServerBuilder builder;
-    const std::string address = StrCat(options.host, ":", options.grpc_port);
+    const std::string address = HostPort(options.host, options.grpc_port);
     std::shared_ptr<grpc::ServerCredentials> credentials = grpc::InsecureServerCredentials();
     if (options.public_tls.enabled()) {
       BATON_ASSIGN_OR_RETURN(

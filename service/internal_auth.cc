@@ -173,6 +173,23 @@ std::shared_ptr<grpc::Channel> InternalAuth::Channel(const std::string& target) 
                                                                  std::move(interceptors));
 }
 
+std::string CallerOf(const grpc::ServerContextBase& context) {
+  // "ipv4:10.0.0.7:41234", "ipv6:[::1]:41234": the port is the last colon's.
+  std::string address = context.peer();
+  if (const size_t colon = address.rfind(':');
+      colon != std::string::npos && address.find(':') != colon) {
+    address.resize(colon);
+  }
+  std::shared_ptr<const grpc::AuthContext> auth = context.auth_context();
+  if (auth == nullptr || !auth->IsPeerAuthenticated()) return address;
+  std::string identity;
+  for (const grpc::string_ref& name : auth->GetPeerIdentity()) {
+    if (!identity.empty()) identity += ',';
+    identity.append(name.data(), name.size());
+  }
+  return identity + "@" + address;
+}
+
 grpc::Status InternalAuth::Check(const grpc::ServerContextBase& context) const {
   if (tls()) {
     // The handshake already required a certificate the CA signed; this is the same fact.

@@ -46,6 +46,12 @@ void AddInternalAuthFlags(CLI::App* cmd, InternalAuthFlags* flags, bool serves);
 // The same flags as arguments, for a process that starts others (`baton serve`).
 std::vector<std::string> InternalAuthArgs(const InternalAuthFlags& flags);
 
+// Who is calling, for bounds per caller (a decode worker's reservations): the peer's IP
+// address without the port, since one process's connections are one caller, and under
+// mutual TLS its certificate's identity too ("NAME@ADDRESS"). A member of the cluster can
+// open many connections but not change its address or its certificate.
+std::string CallerOf(const grpc::ServerContextBase& context);
+
 class InternalAuth : public std::enable_shared_from_this<InternalAuth> {
  public:
   // Reads the token and PEM files. InvalidArgument naming the flag when a file is missing,

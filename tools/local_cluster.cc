@@ -41,6 +41,8 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 StrCat(f.max_prefill_chunk),
                                 "--kv-lease-seconds",
                                 StrCat(f.kv_lease_seconds),
+                                "--max-reserved-share-per-caller",
+                                StrCat(f.max_reserved_share_per_caller),
                                 "--tensor-parallel-size",
                                 StrCat(f.tensor_parallel_size),
                                 "--pipeline-parallel-size",

@@ -22,6 +22,16 @@ namespace {
 
 namespace pb = ::baton::internal::v1;
 
+transport::LeaseLimits LimitsOf(const KvReceiverOptions& options, int64_t pool_pages) {
+  auto share = [&](int64_t whole) {
+    return std::max<int64_t>(
+        1, static_cast<int64_t>(static_cast<double>(whole) * options.max_share_per_caller));
+  };
+  return {.max_leases = options.max_leases,
+          .max_leases_per_caller = share(options.max_leases),
+          .max_pages_per_caller = share(pool_pages)};
+}
+
 }  // namespace
 
 class KvReceiver::Service final : public pb::KvTransfer::Service {
@@ -31,7 +41,7 @@ class KvReceiver::Service final : public pb::KvTransfer::Service {
   grpc::Status Reserve(grpc::ServerContext* ctx, const pb::ReserveRequest* req,
                        pb::TransferTicket* out) override {
     if (grpc::Status auth = r_->options_.auth->Check(*ctx); !auth.ok()) return auth;
-    absl::StatusOr<pb::TransferTicket> ticket = r_->Reserve(*req);
+    absl::StatusOr<pb::TransferTicket> ticket = r_->Reserve(*req, service::CallerOf(*ctx));
     if (!ticket.ok()) {
       if (r_->metrics_ != nullptr) r_->metrics_->CountFailed("receiver", "reserve");
       return ToGrpcStatus(ticket.status());
@@ -85,7 +95,7 @@ KvReceiver::KvReceiver(engine::Engine* engine, transport::UcxWorker* ucx,
       layout_(engine->kv_layout()),
       region_(pool),
       group_(group),
-      leases_(options.max_leases),
+      leases_(LimitsOf(options, engine->Stats().pages_total)),
       service_(std::make_unique<Service>(this)) {}
 
 absl::Status KvReceiver::LoadRankPools() {
@@ -262,7 +272,8 @@ bool KvReceiver::CancelWait(const std::string& transfer_id) {
   return waiters_.erase(transfer_id) > 0;
 }
 
-absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest& req) {
+absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest& req,
+                                                       std::string caller) {
   BATON_ASSIGN_OR_RETURN(std::vector<kvcache::PageLayout> senders,
                          CheckReserveRequest(req, rank_layouts_, transport::TicketLimits()));
   absl::Duration lease =
@@ -294,7 +305,7 @@ absl::StatusOr<pb::TransferTicket> KvReceiver::Reserve(const pb::ReserveRequest&
     std::lock_guard<std::mutex> lock(mu_);
     transfers_[t.request_id] = Transfer{t, false, std::move(senders)};
   }
-  absl::Status leased = leases_.Add({t.request_id, reserved.pages, deadline});
+  absl::Status leased = leases_.Add({t.request_id, reserved.pages, deadline, std::move(caller)});
   if (!leased.ok()) {
     Drop(t.request_id, leased);
     return leased;
@@ -367,8 +378,8 @@ absl::Status KvReceiver::Complete(const pb::TransferComplete& req) {
   // Until a Generate call claims it; a router that died meanwhile leaves it to expire. The
   // lease is in place before the transfer reads as complete, so that a waiter's claim
   // finds it.
-  absl::Status leased =
-      leases_.Add({c->request_id, std::move(lease->pages), absl::Now() + options_.claim_lease});
+  lease->deadline = absl::Now() + options_.claim_lease;
+  absl::Status leased = leases_.PutBack(*std::move(lease));
   if (!leased.ok()) {
     Drop(c->request_id, leased);
     UpdateGauges();
@@ -410,7 +421,7 @@ absl::StatusOr<absl::Time> KvReceiver::KeepAlive(const pb::KeepAliveRequest& req
   }
   const absl::Time deadline = absl::Now() + lease;
   held->deadline = deadline;
-  if (absl::Status s = leases_.Add(*std::move(held)); !s.ok()) {
+  if (absl::Status s = leases_.PutBack(*std::move(held)); !s.ok()) {
     Drop(req.request_id(), s);
     return s;
   }

@@ -43,6 +43,9 @@ struct KvReceiverOptions {
   absl::Duration max_lease = absl::Minutes(10);      // what Reserve grants at most
   absl::Duration claim_lease = absl::Seconds(30);    // Complete to the Generate that claims
   int64_t max_leases = 4096;
+  // The share of the pool's pages, and of max_leases, that one caller (service::CallerOf: a
+  // prefill worker, by its certificate or its IP address) may hold reserved at once.
+  double max_share_per_caller = 0.5;
   // Every KvTransfer call must pass its check first.
   std::shared_ptr<const service::InternalAuth> auth = service::InternalAuth::Open();
 };
@@ -115,7 +118,7 @@ class KvReceiver {
   void UpdateGauges();
 
   absl::StatusOr<baton::internal::v1::TransferTicket> Reserve(
-      const baton::internal::v1::ReserveRequest& request);
+      const baton::internal::v1::ReserveRequest& request, std::string caller);
   absl::Status Complete(const baton::internal::v1::TransferComplete& complete);
   void Release(const std::string& transfer_id);
   absl::StatusOr<absl::Time> KeepAlive(const baton::internal::v1::KeepAliveRequest& request);

@@ -9,6 +9,7 @@
 
 #include "common/status.h"
 #include "common/stop_signals.h"
+#include "common/strings.h"
 #include "common/yaml_config.h"
 #include "worker/group_ranks.h"
 
@@ -46,17 +47,17 @@ absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> worker, WorkerRuntime::Start(flags, auth));
   if (auth->open()) {
     std::fprintf(stderr,
-                 "%s: the internal API on %s:%d is open to anyone who can reach it; give "
+                 "%s: the internal API on %s is open to anyone who can reach it; give "
                  "--internal-token-file (or --tls-cert, --tls-key, --tls-ca) to require a "
                  "credential\n",
-                 name.c_str(), flags.host.c_str(), worker->port());
+                 name.c_str(), HostPort(flags.host, worker->port()).c_str());
   } else {
     std::fprintf(stderr, "%s: internal calls need the %s\n", name.c_str(),
                  auth->Describe().c_str());
   }
   // With --port 0 the system picks the port; this line says which.
-  std::printf("%s: serving %s on %s:%d (%lld %s KV pages of %lld tokens), role %s", name.c_str(),
-              worker->model().name.c_str(), flags.host.c_str(), worker->port(),
+  std::printf("%s: serving %s on %s (%lld %s KV pages of %lld tokens), role %s", name.c_str(),
+              worker->model().name.c_str(), HostPort(flags.host, worker->port()).c_str(),
               static_cast<long long>(worker->engine().num_kv_pages()),
               worker->engine().kv_layout().dtype.c_str(), static_cast<long long>(flags.block_size),
               worker->role().c_str());

@@ -152,6 +152,13 @@ void AddTransferFlags(CLI::App* cmd, WorkerFlags* f) {
                   "Decode side: how long reserved KV pages wait for their transfer")
       ->envname("BATON_KV_LEASE_SECONDS")
       ->check(CLI::Range(0.1, 600.0));
+  cmd->add_option("--max-reserved-share-per-caller", f->max_reserved_share_per_caller,
+                  "Decode side: the share of the KV pool's pages, and of its 4096 leases, that "
+                  "one caller (a prefill worker, told apart by its IP address and, under "
+                  "mutual TLS, its certificate) may hold reserved at once; 1: no bound per "
+                  "caller")
+      ->envname("BATON_MAX_RESERVED_SHARE_PER_CALLER")
+      ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--metrics-port", f->metrics_port,
                   "Serve Prometheus /metrics on this port (0: any free port; default: none)")
       ->envname("BATON_METRICS_PORT")
@@ -359,6 +366,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
   if (flags.role != "prefill" && takes_transfers) {
     KvReceiverOptions ro;
     ro.default_lease = absl::Seconds(flags.kv_lease_seconds);
+    ro.max_share_per_caller = flags.max_reserved_share_per_caller;
     ro.auth = auth;
     BATON_ASSIGN_OR_RETURN(
         w->receiver_, KvReceiver::Create(w->engine_.get(), w->ucx_.get(), w->pool_region_.get(), ro,
@@ -401,7 +409,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
       std::vector<std::string>{"", "baton.internal.v1.Worker"});
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
-  const std::string address = StrCat(flags.host, ":", flags.port);
+  const std::string address = HostPort(flags.host, flags.port);
   builder.AddListeningPort(address, auth->ServerCredentials(), &w->port_);
   // Routers and prefill workers ping every second to notice a stopped worker within 2 s
   // (InternalAuth::Channel); gRPC's server default (one ping per 5 min without calls)

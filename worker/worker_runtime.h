@@ -60,7 +60,9 @@ struct WorkerFlags {
   std::string kv_pool = "auto";
   int debug_step_delay_ms = 0;   // tests only (EngineOptions::debug_step_delay)
   double kv_lease_seconds = 60;  // decode side: a reservation's default lease
-  int metrics_port = -1;         // Prometheus /metrics on host:port; -1: none, 0: any
+  // Decode side: the share of the KV pool (and of the leases) one caller may hold reserved.
+  double max_reserved_share_per_caller = 0.5;
+  int metrics_port = -1;  // Prometheus /metrics on host:port; -1: none, 0: any
   // A worker group (docs/parallel.md): tp x pp ranks serving as one worker. Rank 0 (the
   // leader) runs the engine and this API; on one host it starts the other ranks itself,
   // as child processes that meet it through a private rendezvous directory.

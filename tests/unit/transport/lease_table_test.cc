@@ -63,6 +63,39 @@ TEST(LeaseTableTest, ErrorsNameTheRequestAndTheBound) {
   EXPECT_EQ(t.pages_reserved(), 1) << "a refused lease reserves nothing";
 }
 
+TEST(LeaseTableTest, OneCallerHoldsAtMostItsLeasesAndPages) {
+  LeaseTable t(LeaseLimits{.max_leases = 8, .max_leases_per_caller = 3, .max_pages_per_caller = 5});
+  ASSERT_TRUE(t.Add({"a1", {1, 2}, kT0, "10.0.0.1"}).ok());
+  ASSERT_TRUE(t.Add({"a2", {3, 4}, kT0, "10.0.0.1"}).ok());
+  absl::Status pages = t.Add({"a3", {5, 6}, kT0, "10.0.0.1"});
+  EXPECT_EQ(pages.code(), absl::StatusCode::kResourceExhausted);
+  EXPECT_THAT(std::string(pages.message()), HasSubstr("holds 4 reserved pages and asks for 2"));
+  EXPECT_THAT(std::string(pages.message()), HasSubstr("--max-reserved-share-per-caller"));
+  ASSERT_TRUE(t.Add({"a3", {5}, kT0, "10.0.0.1"}).ok()) << "up to the bound itself";
+  EXPECT_EQ(t.Add({"a4", {}, kT0, "10.0.0.1"}).code(), absl::StatusCode::kResourceExhausted)
+      << "three leases is this caller's bound";
+  // Another caller is not held back by the first one.
+  ASSERT_TRUE(t.Add({"b1", {7, 8, 9}, kT0, "10.0.0.2"}).ok());
+  EXPECT_EQ(t.leases_held_by("10.0.0.1"), 3);
+  EXPECT_EQ(t.pages_reserved_by("10.0.0.1"), 5);
+  EXPECT_EQ(t.pages_reserved_by("10.0.0.2"), 3);
+  // A taken lease frees its caller's share; put back (a renewal), it counts again without
+  // being refused, even where a fresh one would be.
+  auto a1 = t.Take("a1");
+  ASSERT_TRUE(a1.ok());
+  EXPECT_EQ(t.pages_reserved_by("10.0.0.1"), 3);
+  ASSERT_TRUE(t.Add({"a5", {10, 11}, kT0, "10.0.0.1"}).ok());
+  a1->deadline = kT0 + absl::Seconds(1);
+  ASSERT_TRUE(t.PutBack(*a1).ok());
+  EXPECT_EQ(t.pages_reserved_by("10.0.0.1"), 7);
+  EXPECT_EQ(t.PutBack(*a1).code(), absl::StatusCode::kAlreadyExists);
+  // Expiry frees the share too.
+  EXPECT_EQ(t.Expire(kT0 + absl::Seconds(1)).size(), 5u);
+  EXPECT_EQ(t.pages_reserved_by("10.0.0.1"), 0);
+  EXPECT_EQ(t.leases_held_by("10.0.0.1"), 0);
+  EXPECT_EQ(t.pages_reserved(), 0);
+}
+
 // The naive model: every lease in a vector.
 struct Naive {
   std::vector<Lease> leases;
