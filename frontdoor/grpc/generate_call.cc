@@ -78,7 +78,7 @@ void Append(const dispatch::ChoiceDelta& d, pb::GenerateResponse* out) {
 class GenerateCall {
  public:
   GenerateCall(const GrpcApiContext* c, AsyncGenerateService* service,
-               grpc::ServerCompletionQueue* cq, GenerateLoopState* state)
+               grpc::ServerCompletionQueue* cq, ApiLoopState* state)
       : c_(*c), service_(service), cq_(cq), state_(state), responder_(&ctx_) {
     state_->live_calls.fetch_add(1);
   }
@@ -124,17 +124,8 @@ class GenerateCall {
 
   absl::Status Prepare() {
     BATON_ASSIGN_OR_RETURN(const service::Tenant* tenant, CheckApiKey(ctx_, *c_.api_keys));
-    if (c_.bodies != nullptr) {
-      // Held for the call, as the HTTP server holds a body's share until it has answered.
-      const size_t bytes = raw_req_.Length();
-      body_lease_ = c_.bodies->TryTake(bytes);
-      if (!body_lease_) {
-        return absl::ResourceExhaustedError(StrCat("the server holds ", c_.bodies->held(),
-                                                   " bytes of requests and this one adds ", bytes,
-                                                   "; the limit (--max-inflight-body-bytes) is ",
-                                                   c_.bodies->limit(), " bytes. Retry later"));
-      }
-    }
+    // Held for the call, as the HTTP server holds a body's share until it has answered.
+    BATON_ASSIGN_OR_RETURN(body_lease_, HoldRequestBytes(c_, raw_req_.Length()));
     BATON_RETURN_IF_ERROR(ParseWireMessage(raw_req_, &req_));
     BATON_ASSIGN_OR_RETURN(OpenAiRequest request, FromProto(req_, c_.limits));
     BATON_ASSIGN_OR_RETURN(BuiltRequest built, BuildRequest(request, *c_.model, "gen", *tenant));
@@ -274,7 +265,7 @@ class GenerateCall {
   }
 
   void Delete() {
-    GenerateLoopState* state = state_;
+    ApiLoopState* state = state_;
     delete this;
     state->live_calls.fetch_sub(1);
   }
@@ -282,7 +273,7 @@ class GenerateCall {
   const GrpcApiContext& c_;
   AsyncGenerateService* service_;
   grpc::ServerCompletionQueue* cq_;
-  GenerateLoopState* state_;
+  ApiLoopState* state_;
 
   grpc::ServerContext ctx_;
   pb::GenerateRequest req_;
@@ -326,7 +317,7 @@ class GenerateCall {
 }  // namespace
 
 void StartGenerateCalls(const GrpcApiContext* context, AsyncGenerateService* service,
-                        dispatch::CompletionLoops* loops, GenerateLoopState* state) {
+                        dispatch::CompletionLoops* loops, ApiLoopState* state) {
   for (int i = 0; i < loops->size(); ++i) {
     (new GenerateCall(context, service, loops->server_queue(i), state))->Listen();
   }

@@ -12,11 +12,10 @@
 // a stop string the router matched, ends the client's call.
 #pragma once
 
-#include <atomic>
-
 #include "baton/v1/baton.grpc.pb.h"
 #include "dispatch/completion_loops.h"
 #include "frontdoor/grpc/grpc_api.h"
+#include "frontdoor/grpc/unary_call.h"
 
 namespace baton::frontdoor {
 
@@ -24,16 +23,10 @@ namespace baton::frontdoor {
 // that a request protobuf would refuse is answered INVALID_ARGUMENT naming the field.
 using AsyncGenerateService = baton::v1::Baton::WithRawMethod_Generate<baton::v1::Baton::Service>;
 
-// The calls in flight on all loops (including one waiting for a client per loop).
-struct GenerateLoopState {
-  std::atomic<bool> stopping{false};  // no new calls are accepted once set
-  std::atomic<int> live_calls{0};
-};
-
 // Waits for calls on each of `loops`' server queues; each accepted call waits for the
 // next. `context`, `service`, `loops` and `state` must outlive every call (state's
 // live_calls says when none is left).
 void StartGenerateCalls(const GrpcApiContext* context, AsyncGenerateService* service,
-                        dispatch::CompletionLoops* loops, GenerateLoopState* state);
+                        dispatch::CompletionLoops* loops, ApiLoopState* state);
 
 }  // namespace baton::frontdoor

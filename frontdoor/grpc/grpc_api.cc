@@ -8,6 +8,8 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "frontdoor/grpc/generate_call.h"
+#include "frontdoor/grpc/unary_call.h"
+#include "frontdoor/grpc/wire_message.h"
 #include "service/api_key.h"
 #include "service/grpc_status.h"
 
@@ -39,27 +41,21 @@ absl::Status CheckChat(const pb::ChatInput& chat, const ProtocolLimits& limits,
 
 }  // namespace
 
-// Generate runs on completion queues (generate_call.h) and takes its request as bytes
-// (wire_message.h). The unary methods are plain sync handlers: callback ones would bring
+// Generate (generate_call.h), Tokenize and Detokenize (unary_call.h) run on completion
+// queues and take their requests as bytes (wire_message.h): each is a string-carrying
+// request. The other unary methods are plain sync handlers: callback ones would bring
 // gRPC's callback polling threads into the router (RouterThreadsTest).
-class GrpcApi::Service final : public AsyncGenerateService {
+using AsyncApiService = pb::Baton::WithRawMethod_Tokenize<
+    pb::Baton::WithRawMethod_Detokenize<pb::Baton::WithRawMethod_Generate<pb::Baton::Service>>>;
+
+class GrpcApi::Service final : public AsyncApiService {
  public:
   explicit Service(const GrpcApiContext* c) : c_(*c) {}
 
-  grpc::Status Tokenize(grpc::ServerContext* ctx, const pb::TokenizeRequest* req,
-                        pb::TokenizeResponse* out) override {
-    absl::Status s = CheckAuth(*ctx);
-    if (s.ok()) s = RunTokenize(*req, out);
-    c_.metrics->CountRequest("grpc", "Tokenize", CodeName(s));
-    return service::ToGrpcStatus(s);
-  }
-
-  grpc::Status Detokenize(grpc::ServerContext* ctx, const pb::DetokenizeRequest* req,
-                          pb::DetokenizeResponse* out) override {
-    absl::Status s = CheckAuth(*ctx);
-    if (s.ok()) s = RunDetokenize(*req, out);
-    c_.metrics->CountRequest("grpc", "Detokenize", CodeName(s));
-    return service::ToGrpcStatus(s);
+  // Tokenize and Detokenize, for StartUnaryCalls.
+  std::vector<UnaryMethod> UnaryMethods() {
+    return {Unary("Tokenize", &Service::RequestTokenize, &Service::RunTokenize),
+            Unary("Detokenize", &Service::RequestDetokenize, &Service::RunDetokenize)};
   }
 
   grpc::Status ListModels(grpc::ServerContext* ctx, const pb::ListModelsRequest*,
@@ -82,6 +78,38 @@ class GrpcApi::Service final : public AsyncGenerateService {
  private:
   absl::Status CheckAuth(const grpc::ServerContextBase& ctx) const {
     return CheckApiKey(ctx, *c_.api_keys).status();
+  }
+
+  // A raw method of the generated service (its RequestX) answered by `run`.
+  template <class RequestFn, class Request, class Response>
+  UnaryMethod Unary(const char* name, RequestFn request,
+                    absl::Status (Service::*run)(const Request&, Response*)) {
+    return {.name = name,
+            .request = [this, request](grpc::ServerContext* ctx, grpc::ByteBuffer* in,
+                                       grpc::ServerAsyncResponseWriter<grpc::ByteBuffer>* out,
+                                       grpc::ServerCompletionQueue* cq,
+                                       void* tag) { (this->*request)(ctx, in, out, cq, cq, tag); },
+            .handle = [this, name, run](
+                          const grpc::ServerContext& ctx, const grpc::ByteBuffer& in,
+                          grpc::ByteBuffer* out) { return Answer(name, ctx, in, out, run); }};
+  }
+
+  // A raw unary call: the key, the request's share of the byte bound, the bytes parsed
+  // (a string field that is not UTF-8 is INVALID_ARGUMENT naming it), then `run`.
+  template <class Request, class Response>
+  absl::Status Answer(const char* method, const grpc::ServerContext& ctx,
+                      const grpc::ByteBuffer& in, grpc::ByteBuffer* out,
+                      absl::Status (Service::*run)(const Request&, Response*)) {
+    Request req;
+    Response resp;
+    absl::Status s = CheckAuth(ctx);
+    absl::StatusOr<std::optional<service::ByteBudget::Lease>> held;
+    if (s.ok()) s = (held = HoldRequestBytes(c_, in.Length())).status();
+    if (s.ok()) s = ParseWireMessage(in, &req);
+    if (s.ok()) s = (this->*run)(req, &resp);
+    if (s.ok()) s = SerializeWireMessage(resp, out);
+    c_.metrics->CountRequest("grpc", method, CodeName(s));
+    return s;
   }
 
   void FillCard(pb::ModelCard* card) const {
@@ -246,6 +274,19 @@ absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
   return r;
 }
 
+absl::StatusOr<std::optional<service::ByteBudget::Lease>> HoldRequestBytes(
+    const GrpcApiContext& context, size_t bytes) {
+  if (context.bodies == nullptr) return std::nullopt;
+  std::optional<service::ByteBudget::Lease> lease = context.bodies->TryTake(bytes);
+  if (!lease) {
+    return absl::ResourceExhaustedError(StrCat("the server holds ", context.bodies->held(),
+                                               " bytes of requests and this one adds ", bytes,
+                                               "; the limit (--max-inflight-body-bytes) is ",
+                                               context.bodies->limit(), " bytes. Retry later"));
+  }
+  return lease;
+}
+
 absl::StatusOr<const service::Tenant*> CheckApiKey(const grpc::ServerContextBase& ctx,
                                                    const service::ApiKeys& keys) {
   const auto& md = ctx.client_metadata();
@@ -265,7 +306,8 @@ absl::StatusOr<const service::Tenant*> CheckApiKey(const grpc::ServerContextBase
 GrpcApi::GrpcApi(GrpcApiContext context)
     : context_(std::move(context)),
       service_(std::make_unique<Service>(&context_)),
-      state_(std::make_unique<GenerateLoopState>()) {}
+      state_(std::make_unique<ApiLoopState>()),
+      unary_(service_->UnaryMethods()) {}
 
 GrpcApi::~GrpcApi() { Stop(); }
 
@@ -274,6 +316,7 @@ void GrpcApi::Register(grpc::ServerBuilder& builder) { builder.RegisterService(s
 void GrpcApi::Start(dispatch::CompletionLoops* loops) {
   started_ = true;
   StartGenerateCalls(&context_, service_.get(), loops, state_.get());
+  for (const UnaryMethod& m : unary_) StartUnaryCalls(&m, loops, state_.get());
 }
 
 void GrpcApi::Stop() {

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -14,6 +15,7 @@
 #include "dispatch/router_metrics.h"
 #include "dispatch/worker_client.h"
 #include "dispatch/worker_pool.h"
+#include "frontdoor/grpc/unary_call.h"
 #include "frontdoor/openai/openai_protocol.h"
 #include "frontdoor/openai/request_log.h"
 #include "frontdoor/openai/served_model.h"
@@ -22,8 +24,6 @@
 #include "service/byte_budget.h"
 
 namespace baton::frontdoor {
-
-struct GenerateLoopState;
 
 struct GrpcApiContext {
   ServedModel* model = nullptr;
@@ -47,7 +47,12 @@ absl::StatusOr<OpenAiRequest> FromProto(const baton::v1::GenerateRequest& in,
 absl::StatusOr<const service::Tenant*> CheckApiKey(const grpc::ServerContextBase& ctx,
                                                    const service::ApiKeys& keys);
 
-// The service and the threads that run Generate.
+// A call's share of --max-inflight-body-bytes (context.bodies), held until it has answered;
+// nothing when there is no bound. ResourceExhausted naming the flag when it does not fit.
+absl::StatusOr<std::optional<service::ByteBudget::Lease>> HoldRequestBytes(
+    const GrpcApiContext& context, size_t bytes);
+
+// The service and the threads that run Generate, Tokenize and Detokenize.
 //
 //   GrpcApi api(context);
 //   api.Register(builder);          // before BuildAndStart
@@ -64,17 +69,19 @@ class GrpcApi {
   GrpcApi& operator=(const GrpcApi&) = delete;
 
   void Register(grpc::ServerBuilder& builder);
-  // Generate runs on `loops`' server queues, which must outlive Stop().
+  // Generate, Tokenize and Detokenize run on `loops`' server queues, which must outlive
+  // Stop().
   void Start(dispatch::CompletionLoops* loops);
-  // After the server's Shutdown (which cancels every call): waits until no Generate call
-  // is left, so that the loops may shut down.
+  // After the server's Shutdown (which cancels every call): waits until no call on the
+  // loops is left, so that they may shut down.
   void Stop();
 
  private:
   class Service;
   GrpcApiContext context_;
   std::unique_ptr<Service> service_;
-  std::unique_ptr<GenerateLoopState> state_;
+  std::unique_ptr<ApiLoopState> state_;
+  std::vector<UnaryMethod> unary_;  // Tokenize, Detokenize
   bool started_ = false;
 };
 

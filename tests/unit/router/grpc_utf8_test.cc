@@ -1,8 +1,8 @@
-// Invalid UTF-8 in a string field of baton.v1 Generate is the client's error, named by its field:
-// INVALID_ARGUMENT, as HTTP answers 400, not gRPC's INTERNAL "Unable to parse request"
-// (which every string field got before). A real RouterServer over a scripted worker; the
-// C++ client's serializer only logs when it sends such a string, so the bytes reach the
-// router as a hostile client's would. FirstNonUtf8Field is checked on its own too.
+// Invalid UTF-8 in a string field of baton.v1 Generate, Tokenize or Detokenize is the client's
+// error, named by its field: INVALID_ARGUMENT, as HTTP answers 400, not gRPC's INTERNAL "Unable to
+// parse request" (which every string field got before). A real RouterServer over a scripted worker;
+// the C++ client's serializer only logs when it sends such a string, so the bytes reach the router
+// as a hostile client's would. FirstNonUtf8Field is checked on its own too.
 #include <memory>
 #include <string>
 
@@ -92,6 +92,40 @@ TEST_F(GrpcUtf8Test, GenerateRefusesEveryInvalidStringNamingIt) {
     ExpectRefused(Generate(r), field);
   }
   EXPECT_EQ(worker_.worker.generates.load(), 0);
+}
+
+TEST_F(GrpcUtf8Test, TokenizeAndDetokenizeRefuseInvalidStringsNamingThem) {
+  {
+    baton::v1::TokenizeRequest t;
+    t.set_text(kBad);
+    baton::v1::TokenizeResponse out;
+    grpc::ClientContext ctx;
+    ExpectRefused(stub_->Tokenize(&ctx, t, &out), "text");
+  }
+  {
+    baton::v1::TokenizeRequest t;
+    auto* m = t.mutable_chat()->add_messages();
+    m->set_role("user");
+    m->set_content(kBad);
+    baton::v1::TokenizeResponse out;
+    grpc::ClientContext ctx;
+    ExpectRefused(stub_->Tokenize(&ctx, t, &out), "chat.messages[0].content");
+  }
+  {
+    baton::v1::DetokenizeRequest d;
+    d.set_model(kBad);
+    d.add_token_ids(5);
+    baton::v1::DetokenizeResponse out;
+    grpc::ClientContext ctx;
+    ExpectRefused(stub_->Detokenize(&ctx, d, &out), "model");
+  }
+  // The router still answers afterwards, on the same loops.
+  baton::v1::TokenizeRequest t;
+  t.set_text("fine");
+  baton::v1::TokenizeResponse out;
+  grpc::ClientContext ctx;
+  EXPECT_TRUE(stub_->Tokenize(&ctx, t, &out).ok());
+  EXPECT_GT(out.count(), 0);
 }
 
 TEST_F(GrpcUtf8Test, TokenizeAnswersTextWhoseTokensSplitACharacter) {
