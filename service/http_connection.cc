@@ -419,7 +419,17 @@ AfterServe ServeLoop(Connection& conn, const HttpServerOptions& options, const H
         net::write(stream, net::const_buffer(kContinue.data(), kContinue.size()), ec);
         if (ec) return AfterServe::kClose;
       }
+      conn.body_since_ns.store(std::max<int64_t>(1, Clock::now().time_since_epoch().count()));
       http::read(stream, buffer, parser, ec);
+      conn.body_since_ns.store(0);
+    }
+    if (ec && conn.evicted.load()) {
+      SendErrorAndClose(stream, 503,
+                        StrCat("the server is at its limit of ", options.max_connections,
+                               " open connections and closed this one, the slowest to send its "
+                               "request body; retry later"),
+                        "server_error");
+      return AfterServe::kClose;
     }
     if (ec) {
       AnswerReadError(stream, ec, parser.got_some() || buffer.size() > 0, options);

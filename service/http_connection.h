@@ -5,6 +5,7 @@
 #pragma once
 
 #include <atomic>
+#include <cstdint>
 #include <string>
 #include <string_view>
 
@@ -38,6 +39,11 @@ struct Connection {
   // here. Clock::time_point::max() while `pending` is empty.
   Clock::time_point request_started = Clock::time_point::max();
   std::string remote;  // "ip:port" of the client, or "" if unknown
+  // While the serving thread reads a request body: when it began (steady-clock ns), else 0.
+  // The accept thread reads it to pick a connection to evict at max_connections, and sets
+  // `evicted` before it shuts the socket's read side to end that read.
+  std::atomic<int64_t> body_since_ns{0};
+  std::atomic<bool> evicted{false};
 };
 
 // Whether `bytes` hold a whole request head (up to its blank line).

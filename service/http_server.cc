@@ -91,6 +91,10 @@ struct HttpServer::Impl {
   void Dispatch(std::shared_ptr<Connection> conn, bool reject);
   void RunConnection(uint64_t id, std::shared_ptr<Connection> conn, bool reject);
   void JoinFinished();
+  // At max_connections with no connection waiting between requests: ends the read of the
+  // request body that began the earliest (its thread answers 503). False when none is
+  // being read.
+  bool EvictSlowestBody();
   void Shutdown(absl::Duration grace);
 
   const HttpServerOptions options;
@@ -182,7 +186,7 @@ void HttpServer::Impl::AcceptLoop() {
     JoinFinished();
     // At the limit, a connection that is only waiting makes room; with none, the new one
     // is turned away.
-    if (open.load() >= options.max_connections && !waiter.EvictOne()) {
+    if (open.load() >= options.max_connections && !waiter.EvictOne() && !EvictSlowestBody()) {
       Dispatch(std::make_shared<Connection>(std::move(socket), options), /*reject=*/true);
     } else {
       waiter.Park(Adopt(std::move(socket)));
@@ -239,6 +243,26 @@ void HttpServer::Impl::RunConnection(uint64_t id, std::shared_ptr<Connection> co
     entries.erase(it);
   }
   connection_ended.notify_all();
+}
+
+bool HttpServer::Impl::EvictSlowestBody() {
+  std::lock_guard<std::mutex> lock(mu);
+  Connection* chosen = nullptr;
+  int64_t earliest = 0;
+  for (auto& [id, entry] : entries) {
+    const int64_t since = entry.conn->body_since_ns.load();
+    if (since == 0 || entry.conn->evicted.load()) continue;
+    if (chosen == nullptr || since < earliest) {
+      chosen = entry.conn.get();
+      earliest = since;
+    }
+  }
+  if (chosen == nullptr) return false;
+  chosen->evicted.store(true);
+  // Its thread's read ends; the write side stays open for the 503. The fd is valid: the
+  // entry is still here, under mu.
+  ::shutdown(chosen->fd, SHUT_RD);
+  return true;
 }
 
 void HttpServer::Impl::JoinFinished() {

@@ -111,7 +111,10 @@ void RequestWaiter::Park(std::shared_ptr<Connection> conn) {
   event.data.fd = fd;
   if (::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event) != 0) return;  // dropped
   Held& held = held_[fd];
-  held = Held{.conn = std::move(conn), .idle_since = Clock::now(), .waiting_for = step};
+  held = Held{};
+  held.conn = std::move(conn);
+  held.idle_since = Clock::now();
+  held.waiting_for = step;
   Describe(*held.conn, &held);
 }
 

@@ -731,7 +731,9 @@ TEST(HttpServerTest, AThousandSlowConnectionsHoldNoThreadsAndStarveNoOne) {
     slow.push_back(std::make_unique<TestClient>(server->port()));
     ASSERT_TRUE(slow.back()->connected()) << i;
     // Half are idle; half have sent the first byte of their head.
-    if (i % 2 == 1) ASSERT_TRUE(slow.back()->Send(head.substr(0, 1)));
+    if (i % 2 == 1) {
+      ASSERT_TRUE(slow.back()->Send(head.substr(0, 1)));
+    }
   }
   ASSERT_TRUE(Eventually([&] { return server->open_connections() == kSlow; }));
   for (int i = 1; i < kSlow; i += 2) ASSERT_TRUE(slow[i]->Send(head.substr(1, 10)));
@@ -796,6 +798,38 @@ TEST(HttpServerTest, AtTheLimitTheLongestWaitingConnectionMakesRoom) {
   ASSERT_TRUE(evicted);
   EXPECT_EQ(evicted->result_int(), 503);
   ExpectErrorEnvelope(*evicted, "limit of 2 open connections");
+}
+
+// Clients that send a head and then a body slowly are on threads, not in the waiter; at
+// the limit the one whose body began the earliest is cut with a 503, so that they cannot
+// lock others out for the read timeout (issue 25 §3).
+TEST(HttpServerTest, AtTheLimitTheSlowestBodyMakesRoom) {
+  HttpServerOptions options;
+  options.max_connections = 2;
+  auto server = StartServer(Echo, options);
+  const std::string slow_head = "POST /slow HTTP/1.1\r\nHost: a\r\nContent-Length: 100\r\n\r\nab";
+  TestClient slow1(server->port());
+  ASSERT_TRUE(slow1.Send(slow_head));
+  std::this_thread::sleep_for(100ms);  // slow1's body read begins first
+  TestClient slow2(server->port());
+  ASSERT_TRUE(slow2.Send(slow_head));
+  ASSERT_TRUE(Eventually([&] { return server->open_connections() == 2; }));
+  std::this_thread::sleep_for(200ms);  // both are on their threads, reading bodies
+  TestClient third(server->port());
+  ASSERT_TRUE(third.Send("GET /third HTTP/1.1\r\nHost: a\r\n\r\n"));
+  auto r = third.ReadResponse(2s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
+  auto evicted = slow1.ReadResponse(2s);
+  ASSERT_TRUE(evicted);
+  EXPECT_EQ(evicted->result_int(), 503);
+  ExpectErrorEnvelope(*evicted, "slowest to send its request body");
+  EXPECT_TRUE(slow1.WaitClosed(1s));
+  // The other one still gets its answer once its body is whole.
+  ASSERT_TRUE(slow2.Send(std::string(98, 'c')));
+  r = slow2.ReadResponse(2s);
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->result_int(), 200);
 }
 
 // A head trickling in past the read timeout gets its 408 from the waiter, counted from its
