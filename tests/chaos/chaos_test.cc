@@ -1,9 +1,11 @@
 // The chaos suite (issue 25 §5): steady load on a split cluster of 2 prefill and 2 decode
 // workers behind one router, while faults strike at random times: `kill -9` of a worker
-// (restarted on its port, as a supervisor would), and SIGSTOP for 1-3 s then SIGCONT. It
-// reports requests ok and failed, the longest stall a client saw, the time from each
-// fault's end to the next success, and the pages and leases left held once the load
-// stops, which must be none. Link faults (netem) are not here: docs/security.md says why.
+// (restarted on its port, as a supervisor would), SIGSTOP for 1-3 s then SIGCONT, and link
+// faults on a worker's gRPC link (every byte delayed 0.1-0.6 s, or held for 1-3 s as by a
+// link that drops every packet, or every connection reset), made by a proxy in front of
+// each worker's port (link_proxy.h: this kernel has no netem). It reports requests ok and
+// failed, the longest stall a client saw, the time from each fault's end to the next
+// success, and the pages and leases left held once the load stops, which must be none.
 //
 // BATON_CHAOS_SECONDS sets the length (20 s by default, as CI runs it; longer runs by hand),
 // BATON_CHAOS_SEED the faults' seed (printed, so that a failing run can be replayed).
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include "gtest/gtest.h"
+#include "tests/chaos/link_proxy.h"
 #include "tests/integration/router_proc.h"
 #include "tests/integration/worker_proc.h"
 
@@ -45,6 +48,9 @@ struct ChaosWorker {
   int port = 0;
   std::unique_ptr<ChildProcess> process;
   std::unique_ptr<ipb::Worker::Stub> stub;
+  // What the router and the prefill workers dial: the worker's port through a proxy that
+  // makes the link faults. The test itself reads stats from the port directly.
+  std::unique_ptr<LinkProxy> link;
 
   bool Start() {
     process = std::make_unique<ChildProcess>(std::vector<std::string>{
@@ -62,9 +68,11 @@ struct ChaosWorker {
     }
     port = std::stoi(m[1].str());
     stub = ipb::Worker::NewStub(grpc::CreateChannel(target(), grpc::InsecureChannelCredentials()));
-    return true;
+    if (link == nullptr) link = std::make_unique<LinkProxy>(port);
+    return link->port() != 0;
   }
   std::string target() const { return "127.0.0.1:" + std::to_string(port); }
+  std::string link_target() const { return "127.0.0.1:" + std::to_string(link->port()); }
   void Kill() {
     process->Signal(SIGKILL);
     process->Wait();
@@ -115,7 +123,7 @@ Outcome SendOne(Router& router, int n) {
   return o;
 }
 
-TEST(Chaos, KillsAndStopsUnderLoadLeakNothingAndTheClusterRecovers) {
+TEST(Chaos, KillsStopsAndLinkFaultsUnderLoadLeakNothingAndTheClusterRecovers) {
   const double run_seconds = EnvNumber("BATON_CHAOS_SECONDS", 20);
   const auto seed = static_cast<uint32_t>(EnvNumber("BATON_CHAOS_SEED", std::random_device{}()));
   std::printf("chaos: %.0f s, seed %u (BATON_CHAOS_SEED to replay)\n", run_seconds, seed);
@@ -125,15 +133,15 @@ TEST(Chaos, KillsAndStopsUnderLoadLeakNothingAndTheClusterRecovers) {
     workers[i].bin = i < 2 ? BATON_PREFILL_BIN : BATON_DECODE_BIN;
     ASSERT_TRUE(workers[i].Start());
   }
-  Router router({"--prefill-worker", workers[0].target() + "," + workers[1].target(),
-                 "--decode-worker", workers[2].target() + "," + workers[3].target()});
+  Router router({"--prefill-worker", workers[0].link_target() + "," + workers[1].link_target(),
+                 "--decode-worker", workers[2].link_target() + "," + workers[3].link_target()});
   ASSERT_NE(router.stub, nullptr);
   ASSERT_TRUE(SendOne(router, 0).ok) << "the cluster does not serve before any fault";
 
   std::mutex mu;
   std::vector<Outcome> outcomes;
   std::vector<Clock::time_point> fault_ends;
-  int kills = 0, stops = 0;
+  int kills = 0, stops = 0, delays = 0, holes = 0, resets = 0;
   std::atomic<bool> loading{true};
   std::vector<std::thread> clients;
   for (int c = 0; c < 4; ++c) {
@@ -162,19 +170,42 @@ TEST(Chaos, KillsAndStopsUnderLoadLeakNothingAndTheClusterRecovers) {
     sleep_s(uniform(1.0, 2.5));
     const int which = std::uniform_int_distribution<>(0, 3)(rng);
     ChaosWorker& w = workers[which];
-    const bool kill = uniform(0, 1) < 0.5;
-    std::printf("chaos: %.1f s: %s %s worker %d\n", run_seconds - Seconds(end - Clock::now()),
-                kill ? "kill -9" : "SIGSTOP", which < 2 ? "prefill" : "decode", which % 2);
-    if (kill) {
+    const double kind = uniform(0, 1);
+    const double at = run_seconds - Seconds(end - Clock::now());
+    const char* role = which < 2 ? "prefill" : "decode";
+    if (kind < 0.3) {
+      std::printf("chaos: %.1f s: kill -9 %s worker %d\n", at, role, which % 2);
       w.Kill();
       ++kills;
       sleep_s(uniform(0.2, 1.0));
       ASSERT_TRUE(w.Start()) << "restarting " << w.bin << " on port " << w.port;
-    } else {
+    } else if (kind < 0.6) {
+      const double s = uniform(1.0, 3.0);
+      std::printf("chaos: %.1f s: SIGSTOP %s worker %d for %.1f s\n", at, role, which % 2, s);
       w.process->Signal(SIGSTOP);
       ++stops;
-      sleep_s(uniform(1.0, 3.0));
+      sleep_s(s);
       w.process->Signal(SIGCONT);
+    } else if (kind < 0.75) {
+      const double d = uniform(0.1, 0.6), s = uniform(1.0, 3.0);
+      std::printf("chaos: %.1f s: %s worker %d's link delayed %.0f ms for %.1f s\n", at, role,
+                  which % 2, d * 1e3, s);
+      w.link->SetDelay(absl::Seconds(d));
+      ++delays;
+      sleep_s(s);
+      w.link->SetDelay(absl::ZeroDuration());
+    } else if (kind < 0.9) {
+      const double s = uniform(1.0, 3.0);
+      std::printf("chaos: %.1f s: %s worker %d's link drops everything for %.1f s\n", at, role,
+                  which % 2, s);
+      w.link->SetBlackhole(true);
+      ++holes;
+      sleep_s(s);
+      w.link->SetBlackhole(false);
+    } else {
+      std::printf("chaos: %.1f s: %s worker %d's connections reset\n", at, role, which % 2);
+      w.link->ResetAll();
+      ++resets;
     }
     std::lock_guard<std::mutex> lock(mu);
     fault_ends.push_back(Clock::now());
@@ -226,10 +257,11 @@ TEST(Chaos, KillsAndStopsUnderLoadLeakNothingAndTheClusterRecovers) {
   for (int n = 0; n < 8; ++n) after_ok += SendOne(router, n).ok ? 1 : 0;
 
   std::printf(
-      "chaos: %d kills, %d stops; requests %d ok, %d failed (%d hung); longest stall %.2f s; "
-      "worst recovery %.2f s; leaked pages %lld, leases %lld; after: %d/8 ok\n",
-      kills, stops, ok, failed, hung, longest_stall, worst_recovery, static_cast<long long>(pages),
-      static_cast<long long>(leases), after_ok);
+      "chaos: %d kills, %d stops, %d delayed links, %d dropped links, %d resets; requests %d "
+      "ok, %d failed (%d hung); longest stall %.2f s; worst recovery %.2f s; leaked pages "
+      "%lld, leases %lld; after: %d/8 ok\n",
+      kills, stops, delays, holes, resets, ok, failed, hung, longest_stall, worst_recovery,
+      static_cast<long long>(pages), static_cast<long long>(leases), after_ok);
   for (const auto& [what, count] : failures)
     std::printf("chaos:   %6d x %s\n", count, what.c_str());
   EXPECT_GT(ok, 0);
