@@ -38,12 +38,6 @@ std::string StrCat(const Args&... args) {
   return out;
 }
 
-// "host:port", with an IPv6 host in brackets ("[::1]:8000"), as gRPC and URLs want it.
-inline std::string HostPort(std::string_view host, int port) {
-  const bool v6 = host.find(':') != std::string_view::npos && !host.starts_with('[');
-  return StrCat(v6 ? "[" : "", host, v6 ? "]:" : ":", port);
-}
-
 // Replaces every non-overlapping occurrence of `from` (non-empty) with `to`.
 inline std::string ReplaceAll(std::string_view s, std::string_view from, std::string_view to) {
   std::string out;

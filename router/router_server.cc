@@ -3,6 +3,7 @@
 #include <chrono>
 #include <utility>
 
+#include "common/host_port.h"
 #include "common/secret_token.h"
 #include "common/status.h"
 #include "common/strings.h"

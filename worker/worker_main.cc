@@ -7,9 +7,9 @@
 #include <iostream>
 #include <memory>
 
+#include "common/host_port.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
-#include "common/strings.h"
 #include "common/yaml_config.h"
 #include "worker/group_ranks.h"
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <utility>
 
+#include "common/host_port.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/parallel/worker_group.h"
