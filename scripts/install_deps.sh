@@ -12,6 +12,7 @@ packages=(
   libgloo-dev
   libgtest-dev libgmock-dev libbenchmark-dev
   nodejs
+  prometheus
 )
 
 missing=()

@@ -205,8 +205,14 @@ export async function startServe(extraArgs = [], { engine = SMALL_ENGINE } = {})
 export async function startWorker(extraArgs = [], { engine = SMALL_ENGINE } = {}) {
   const args = ['worker', '--model', MODEL_DIR, '--host', '127.0.0.1', '--port', '0', ...TOKEN_ARGS, ...engine, ...extraArgs];
   const [proc, m] = await startWithBanner('baton worker', BATON_BIN, args, WORKER_BANNER);
+  const metrics = /, metrics :(\d+)/.exec(m.input);
   return {
-    proc, model: m[1], addr: `${hostFor(m[2])}:${m[3]}`, stop: (g) => proc.stop(g), kill: (s) => proc.kill(s),
+    proc,
+    model: m[1],
+    addr: `${hostFor(m[2])}:${m[3]}`,
+    metricsPort: metrics ? Number(metrics[1]) : null,  // with --metrics-port
+    stop: (g) => proc.stop(g),
+    kill: (s) => proc.kill(s),
   };
 }
 
@@ -215,6 +221,17 @@ export async function startRouter(worker, extraArgs = []) {
   const args = ['--worker', worker, '--model', MODEL_DIR, '--host', '127.0.0.1', '--port', '0',
     '--grpc-port', '0', ...TOKEN_ARGS, ...extraArgs];
   const [proc, m] = await startWithBanner('baton-router', ROUTER_BIN, args, ROUTER_BANNER);
+  return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], m[6], schemeOf(m[0]));
+}
+
+const SPLIT_ROUTER_BANNER =
+  /^baton-router: serving (\S+) on https?:\/\/(\S+):(\d+) \(gRPC (\S+):(\d+)\), worker (.+)$/;
+
+// `baton-router` in front of split workers: `prefill` and `decode` are host:port lists.
+export async function startSplitRouter(prefill, decode, extraArgs = []) {
+  const args = ['--prefill-worker', prefill, '--decode-worker', decode, '--model', MODEL_DIR,
+    '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', ...TOKEN_ARGS, ...extraArgs];
+  const [proc, m] = await startWithBanner('baton-router', ROUTER_BIN, args, SPLIT_ROUTER_BANNER);
   return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], m[6], schemeOf(m[0]));
 }
 
