@@ -21,6 +21,8 @@ if command -v npm >/dev/null 2>&1; then
   (cd tests/oracle && npm install --no-audit --no-fund --no-package-lock --loglevel=error)
   echo "test.sh: installing the e2e clients (tests/e2e: openai, @grpc/grpc-js, grpc-health-check)"
   (cd tests/e2e && npm install --no-audit --no-fund --no-package-lock --loglevel=error)
+  echo "test.sh: installing the manifest validators (tests/deploy: kubernetes-models)"
+  (cd tests/deploy && npm install --no-audit --no-fund --no-package-lock --loglevel=error)
 fi
 
 if [ "${BATON_SKIP_ASAN:-0}" != 1 ]; then
