@@ -64,6 +64,8 @@ class Subprocess {
   std::optional<int> Stop(int sig, absl::Duration timeout);
   // Closes its input and waits for it: its exit code, or 128 + the signal that ended it.
   int Wait();
+  // As Wait once it has exited; nullopt while it runs. Does not wait.
+  std::optional<int> Poll() { return Reap(false); }
 
  private:
   Subprocess() = default;

@@ -359,6 +359,18 @@ WorkerClient* WorkerPool::OtherPrefill(const WorkerClient* failed) const {
   return nullptr;
 }
 
+bool WorkerPool::CanRoute() const {
+  const int64_t now_ns = absl::ToUnixNanos(absl::Now());
+  for (size_t i = 0; i < size(); ++i) {
+    const State& st = state(i);
+    if (st.role != routing::WorkerRole::kPrefill && st.healthy.load() && !st.gone.load() &&
+        now_ns >= st.down_until_ns.load()) {
+      return true;
+    }
+  }
+  return false;
+}
+
 WorkerClient* WorkerPool::primary() const {
   for (size_t i = 0; i < size(); ++i) {
     if (state(i).role != routing::WorkerRole::kPrefill) return client(i);

@@ -168,6 +168,9 @@ class WorkerPool {
   const std::string& target(routing::WorkerId id) const { return slots_[id]->client->target(); }
   bool healthy(routing::WorkerId id) const { return slots_[id]->state.healthy.load(); }
   bool gone(routing::WorkerId id) const { return slots_[id]->state.gone.load(); }
+  // Whether some healthy worker can serve a request now (a colocated or decode worker that
+  // the health poller admits): what /ready answers.
+  bool CanRoute() const;
   // Resolves the dns: entries again now (the poller does it every dns_interval).
   void Refresh();
   // Marks a worker down now (a request failed against it); the poller re-admits it.

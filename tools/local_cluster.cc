@@ -13,7 +13,8 @@ namespace baton::tools {
 namespace {
 
 // The flags a worker process gets: the same engine as `baton serve` would run itself.
-std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::string& role) {
+std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::string& role,
+                                    int port) {
   std::vector<std::string> a = {"worker",
                                 "--role",
                                 role,
@@ -22,7 +23,7 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 "--host",
                                 "127.0.0.1",
                                 "--port",
-                                "0",
+                                StrCat(port),
                                 "--threads",
                                 StrCat(f.threads),
                                 "--kv-cache-fraction",
@@ -106,8 +107,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const worker::
 
 absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(const worker::WorkerFlags& flags,
                                                           const std::string& role,
-                                                          absl::Duration start_timeout) {
-  std::vector<std::string> argv = WorkerArgs(flags, role);
+                                                          absl::Duration start_timeout, int port,
+                                                          const std::atomic<bool>* cancel) {
+  std::vector<std::string> argv = WorkerArgs(flags, role, port);
   argv.insert(argv.begin(), "/proc/self/exe");
   // The parent blocks the stop signals for its own waiting; the worker waits on them too.
   SubprocessOptions options;
@@ -115,18 +117,76 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(const worker::WorkerFl
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<Subprocess> child,
                          Subprocess::Start(std::move(argv), options));
   // The first stdout line says where it listens; model loading may take a while.
-  const std::optional<std::string> line = child->ReadLine(start_timeout);
+  std::optional<std::string> line;
+  for (const absl::Time give_up = absl::Now() + start_timeout;
+       !line && !child->AtEnd() && absl::Now() < give_up &&
+       (cancel == nullptr || !cancel->load());) {
+    line = child->ReadLine(absl::Milliseconds(200));
+  }
   child->CloseOutput();  // later stdout lines have nowhere to go; workers log to stderr
   std::smatch m;
-  if (!line || !std::regex_search(*line, m, std::regex(R"(on (127\.0\.0\.1:\d+))"))) {
+  if (!line || !std::regex_search(*line, m, std::regex(R"(on 127\.0\.0\.1:(\d+))"))) {
     return absl::UnavailableError(StrCat("the ", role, " worker did not start",
                                          line ? StrCat(" (it said '", *line, "')") : "",
                                          "; its error is above"));  // ~Subprocess kills it
   }
-  Process p{std::move(child), role, m[1].str()};
+  Process p;
+  p.process = std::move(child);
+  p.role = role;
+  p.port = std::stoi(m[1].str());
+  p.target = StrCat("127.0.0.1:", p.port);
+  p.flags = flags;
+  p.started = absl::Now();
   std::fprintf(stderr, "baton serve: %s worker at %s (pid %d)\n", role.c_str(), p.target.c_str(),
                static_cast<int>(p.process->pid()));
   return p;
+}
+
+void LocalCluster::Supervise(std::function<void(const std::string& role)> on_restart,
+                             std::function<void(const std::string& why)> on_give_up,
+                             int max_failed_starts) {
+  on_restart_ = std::move(on_restart);
+  on_give_up_ = std::move(on_give_up);
+  supervisor_ = std::thread([this, max_failed_starts] { SuperviseLoop(max_failed_starts); });
+}
+
+bool LocalCluster::SleepUnlessStopping(absl::Duration d) {
+  std::unique_lock<std::mutex> lock(mu_);
+  return !wake_.wait_for(lock, absl::ToChronoMilliseconds(d), [this] { return stopping_.load(); });
+}
+
+void LocalCluster::SuperviseLoop(int max_failed_starts) {
+  while (SleepUnlessStopping(absl::Milliseconds(200))) {
+    for (Process& p : processes_) {
+      const std::optional<int> status = p.process->Poll();
+      if (!status || stopping_.load()) continue;
+      // A worker that ran a minute was healthy: its next restart is quick again.
+      if (absl::Now() - p.started > absl::Minutes(1)) p.backoff = absl::Milliseconds(500);
+      std::fprintf(stderr,
+                   "baton serve: the %s worker at %s (pid %d) exited with status %d; starting it "
+                   "again in %.1f s\n",
+                   p.role.c_str(), p.target.c_str(), static_cast<int>(p.process->pid()), *status,
+                   absl::ToDoubleSeconds(p.backoff));
+      if (!SleepUnlessStopping(p.backoff)) return;
+      p.backoff = std::min(p.backoff * 2, absl::Seconds(30));
+      absl::StatusOr<Process> again = Spawn(p.flags, p.role, absl::Minutes(10), p.port, &stopping_);
+      if (stopping_.load()) return;
+      if (!again.ok()) {
+        std::fprintf(stderr, "baton serve: %s\n", std::string(again.status().message()).c_str());
+        if (++p.failed_starts >= max_failed_starts) {
+          if (on_give_up_) {
+            on_give_up_(StrCat("the ", p.role, " worker at ", p.target, " failed to start ",
+                               p.failed_starts, " times in a row"));
+          }
+          return;
+        }
+        continue;  // the old child stays reaped: Poll() says so again, after a longer backoff
+      }
+      again->backoff = p.backoff;
+      p = *std::move(again);
+      if (on_restart_) on_restart_(p.role);
+    }
+  }
 }
 
 std::string LocalCluster::Targets(const std::string& role) const {
@@ -143,6 +203,12 @@ std::string LocalCluster::prefill_targets() const { return Targets("prefill"); }
 std::string LocalCluster::decode_targets() const { return Targets("decode"); }
 
 void LocalCluster::Stop(absl::Duration grace) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stopping_.store(true);
+  }
+  wake_.notify_all();
+  if (supervisor_.joinable()) supervisor_.join();
   for (const Process& p : processes_) p.process->Signal(SIGTERM);
   const absl::Time deadline = absl::Now() + grace;
   for (Process& p : processes_) {

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <iostream>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include "common/secret_token.h"
@@ -16,6 +17,7 @@
 #include "common/stop_signals.h"
 #include "common/strings.h"
 #include "engine/device.h"
+#include "prometheus/counter.h"
 #include "router/router_flags.h"
 #include "router/router_server.h"
 #include "service/internal_auth.h"
@@ -78,15 +80,38 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
     flags.worker.auth.token_file = token_file.string();
     options.pool.auth = service::InternalAuth::WithToken(token);
   }
-  absl::StatusOr<std::unique_ptr<LocalCluster>> started =
-      LocalCluster::Start(flags.worker, prefill, decode, absl::Minutes(10));
-  // Every worker read it before announcing its port.
-  if (!token_file.empty()) std::filesystem::remove_all(token_file.parent_path());
-  BATON_ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster, std::move(started));
+  // Kept until the end: a worker started again reads it too.
+  struct RemoveTokenDir {
+    std::filesystem::path file;
+    ~RemoveTokenDir() {
+      if (!file.empty()) std::filesystem::remove_all(file.parent_path());
+    }
+  } remove_token_dir{token_file};
+  BATON_ASSIGN_OR_RETURN(std::unique_ptr<LocalCluster> cluster,
+                         LocalCluster::Start(flags.worker, prefill, decode, absl::Minutes(10)));
   options.worker.clear();
   options.prefill_workers = cluster->prefill_targets();
   options.decode_workers = cluster->decode_targets();
   BATON_ASSIGN_OR_RETURN(auto router, router::RouterServer::Start(options));
+  auto& restarts = prometheus::BuildCounter()
+                       .Name("baton_serve_worker_restarts_total")
+                       .Help("Worker processes of baton serve started again after they exited")
+                       .Register(router->metrics().registry());
+  // A worker that cannot be started again ends `baton serve` with an error, as a stop
+  // signal would end it cleanly.
+  static std::mutex give_up_mu;
+  static std::string give_up_why;
+  cluster->Supervise(
+      [&restarts](const std::string& role) {
+        restarts.Add({{"role", role}}).Increment();
+      },
+      [](const std::string& why) {
+        {
+          std::lock_guard<std::mutex> lock(give_up_mu);
+          give_up_why = why;
+        }
+        kill(getpid(), SIGTERM);
+      });
   std::printf(
       "baton serve: serving %s on %s://%s:%d (gRPC %s:%d), prefill workers %s, decode "
       "workers %s\n",
@@ -95,9 +120,18 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
       options.prefill_workers.c_str(), options.decode_workers.c_str());
   std::fflush(stdout);
   const int signal = WaitForStopSignal();
-  std::fprintf(stderr, "baton serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  std::string why;
+  {
+    std::lock_guard<std::mutex> lock(give_up_mu);
+    why = give_up_why;
+  }
+  std::fprintf(stderr, "baton serve: %s, draining\n",
+               !why.empty()       ? why.c_str()
+               : signal == SIGINT ? "SIGINT"
+                                  : "SIGTERM");
   router->Shutdown(absl::Seconds(5));
   cluster->Stop();
+  if (!why.empty()) return absl::UnavailableError(StrCat(why, "; its error is above"));
   return absl::OkStatus();
 }
 

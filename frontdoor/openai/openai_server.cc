@@ -102,8 +102,13 @@ class Handler {
     }
     if (path == "/ready") {
       if (!is_get) return MethodNotAllowed(out, "GET");
-      absl::Status s = c_.pool->primary()->CheckHealth(absl::Seconds(2));
-      if (!s.ok()) return SendError(out, absl::UnavailableError(s.message()));
+      // Whether a route exists, as the health poller (every second) and failed requests
+      // see the workers: a router with no worker that can serve is not ready.
+      if (!c_.pool->CanRoute()) {
+        return SendError(out, absl::UnavailableError(StrCat(
+                                  "no healthy worker can serve a request (", c_.pool->size(),
+                                  " known); check the workers and baton_router_worker_healthy")));
+      }
       out.Send(200, kJson, R"({"status":"ready"})");
       return 200;
     }
