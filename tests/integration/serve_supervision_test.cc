@@ -31,10 +31,11 @@ std::string Cmdline(pid_t pid) {
 
 bool Completes(int port) {
   const std::string body = R"({"model":"baton-tiny","prompt":"Once upon a time","max_tokens":4})";
-  const std::string reply = HttpExchange(
-      port, "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
-            "Connection: close\r\nContent-Length: " +
-                std::to_string(body.size()) + "\r\n\r\n" + body);
+  const std::string reply =
+      HttpExchange(port,
+                   "POST /v1/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                   "Connection: close\r\nContent-Length: " +
+                       std::to_string(body.size()) + "\r\n\r\n" + body);
   return reply.find("\"choices\"") != std::string::npos;
 }
 
@@ -63,8 +64,9 @@ TEST(ServeSupervision, AKilledWorkerIsStartedAgainAndRequestsSucceedAgain) {
   }
   const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
   ASSERT_TRUE(back) << "no completion within 30 s of the decode worker's death";
-  std::printf("serve supervision: requests succeed again %.2f s after kill -9 of the decode worker\n",
-              seconds);
+  std::printf(
+      "serve supervision: requests succeed again %.2f s after kill -9 of the decode worker\n",
+      seconds);
   pid_t again = -1;
   for (pid_t child : ChildrenOf(serve.pid())) {
     if (Cmdline(child).find("--role decode") != std::string::npos) again = child;
