@@ -112,6 +112,7 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                 "Split workers: open the decode stream only once the Prefill call answered "
                 "(one router round trip later), for decode workers older than this router")
       ->envname("BATON_NO_DECODE_WITH_PREFILL");
+  AddShutdownGraceFlag(cmd, &f->shutdown_grace_seconds);
   cmd->add_flag("--log-requests", f->log_requests,
                 "Log one JSON line per request on stdout: its workers, expected and actual "
                 "cached tokens, and where its time went (docs/routing.md)")

@@ -6,6 +6,7 @@
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
+#include "common/shutdown_grace.h"
 #include "router/router_server.h"
 #include "service/internal_auth.h"
 
@@ -47,6 +48,7 @@ struct RouterFlags {
   bool no_decode_with_prefill = false;
   int migration_limit = 1;
   bool parse_special_in_content = false;
+  double shutdown_grace_seconds = kDefaultShutdownGraceSeconds;
   // What the router presents to workers (AddWorkerListFlags; `baton serve` sets its own).
   service::InternalAuthFlags internal_auth;
 };

@@ -35,7 +35,7 @@ absl::Status Run(const baton::router::RouterFlags& flags) {
   std::fflush(stdout);
   const int signal = baton::WaitForStopSignal();
   std::fprintf(stderr, "baton-router: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
-  router->Shutdown(absl::Seconds(5));
+  router->Drain(absl::Seconds(flags.shutdown_grace_seconds));
   return absl::OkStatus();
 }
 

@@ -48,6 +48,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
     grpc_context.api_keys = api_keys;
     grpc_context.request_log = r->request_log_.get();
     grpc_context.bodies = bodies;
+    grpc_context.drain = &r->drain_;
     r->grpc_api_ = std::make_unique<frontdoor::GrpcApi>(grpc_context);
     r->health_ =
         std::make_unique<service::HealthService>(std::vector<std::string>{"", "baton.v1.Baton"});
@@ -87,6 +88,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   http_context.limits = options.limits;
   http_context.api_keys = api_keys;
   http_context.request_log = r->request_log_.get();
+  http_context.drain = &r->drain_;
   service::HttpServerOptions http = options.http;
   if (options.public_tls.enabled()) {
     BATON_ASSIGN_OR_RETURN(http.tls,
@@ -103,6 +105,24 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
 RouterServer::~RouterServer() { Shutdown(absl::ZeroDuration()); }
 
 int RouterServer::http_port() const { return http_->port(); }
+
+void RouterServer::Drain(absl::Duration grace, absl::Duration last_words) {
+  drain_.Begin();
+  if (health_ != nullptr) health_->Shutdown();  // NOT_SERVING first, as /ready
+  if (http_ != nullptr) http_->BeginDrain();
+  // Requests of both APIs count in baton_router_requests_running until they have answered.
+  const absl::Time deadline = absl::Now() + grace;
+  while (metrics_.running().Value() > 0 && absl::Now() < deadline) {
+    absl::SleepFor(absl::Milliseconds(50));
+  }
+  if (metrics_.running().Value() > 0) {
+    // Cancels the generations left; their handlers answer with why (an HTTP stream: an
+    // error event and [DONE]) within `last_words`, after which the sockets close.
+    drain_.Expire();
+    watcher_->CheckAll();
+  }
+  Shutdown(last_words);
+}
 
 void RouterServer::Shutdown(absl::Duration grace) {
   if (grpc_ != nullptr) {

@@ -21,6 +21,7 @@
 #include "frontdoor/openai/served_model.h"
 #include "grpcpp/grpcpp.h"
 #include "service/cancel_watcher.h"
+#include "service/drain_state.h"
 #include "service/health_service.h"
 #include "service/http_options.h"
 #include "service/http_server.h"
@@ -68,6 +69,13 @@ class RouterServer {
   const frontdoor::ServedModel& model() const { return *model_; }
   dispatch::RouterMetrics& metrics() { return metrics_; }
 
+  // The drain on SIGTERM: readiness (gRPC health, /ready) turns NOT_SERVING and new
+  // requests of both APIs get 503 / UNAVAILABLE (HTTP connections are still accepted, and
+  // closed after each answer) while requests in flight go on for up to `grace`; those
+  // left then end with an error saying so (a stream: an error event and [DONE]), given
+  // `last_words` to write it before Shutdown closes what remains.
+  void Drain(absl::Duration grace, absl::Duration last_words = absl::Seconds(2));
+
   // Stops accepting, gives open requests `grace` to finish, then cancels them.
   void Shutdown(absl::Duration grace = absl::Seconds(5));
 
@@ -76,6 +84,7 @@ class RouterServer {
 
   RouterOptions options_;
   dispatch::RouterMetrics metrics_;
+  service::DrainState drain_;  // before the servers whose handlers read it
   std::unique_ptr<dispatch::WorkerPool> pool_;
   std::unique_ptr<frontdoor::ServedModel> model_;
   std::unique_ptr<service::CancelWatcher> watcher_;

@@ -79,6 +79,14 @@ void CancelWatcher::Unwatch(uint64_t id) {
   changed_.wait(lock, [&] { return running_ != id; });
 }
 
+void CancelWatcher::CheckAll() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    check_all_ = true;
+  }
+  Wake();
+}
+
 size_t CancelWatcher::size() const {
   std::lock_guard<std::mutex> lock(mu_);
   return entries_.size();
@@ -158,6 +166,10 @@ void CancelWatcher::Run() {
       } else {
         ids.push_back(id);
       }
+    }
+    if (check_all_) {
+      check_all_ = false;
+      for (const auto& [id, entry] : entries_) ids.push_back(id);
     }
     if (polled_ > 0 && std::chrono::steady_clock::now() >= next_poll) {
       next_poll = std::chrono::steady_clock::now() + std::chrono::milliseconds(interval_ms);

@@ -40,6 +40,11 @@ class CancelWatcher {
   // (except when called from one of them, on the watcher's thread). Unknown ids are ignored.
   void Unwatch(uint64_t id);
 
+  // Asks every entry's `gone` once, soon, on the watcher's thread, whether or not its
+  // socket reported anything: for a reason to give up that is not the client's (a
+  // server whose drain ran out of time).
+  void CheckAll();
+
   size_t size() const;  // entries being watched
 
  private:
@@ -65,6 +70,7 @@ class CancelWatcher {
   uint64_t running_ = 0;  // id whose functions are executing, 0: none
   int polled_ = 0;        // entries without a descriptor
   bool stop_ = false;
+  bool check_all_ = false;  // CheckAll was called
   int epoll_ = -1;
   int wake_ = -1;  // an eventfd in epoll_
   std::thread thread_;

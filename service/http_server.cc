@@ -109,6 +109,9 @@ struct HttpServer::Impl {
   int port = 0;
   std::thread accept_thread;
   std::atomic<bool> stopping{false};
+  // Set by BeginDrain and Shutdown: every response says Connection: close and its
+  // connection closes after it, so that clients reconnect (to another replica).
+  std::atomic<bool> closing{false};
   // Open connections counted against max_connections: waiting in `waiter` or being served.
   std::atomic<int> open{0};
 
@@ -229,7 +232,7 @@ void HttpServer::Impl::RunConnection(uint64_t id, std::shared_ptr<Connection> co
   if (reject) {
     http_internal::RejectConnection(*conn, options);
   } else {
-    after = http_internal::ServeConnection(*conn, options, handler, stopping, *bodies);
+    after = http_internal::ServeConnection(*conn, options, handler, closing, *bodies);
   }
   // Before this thread deregisters: Park may hand the connection straight to a new thread,
   // and Dispatch joins the finished ones, which must not include this one yet. After
@@ -278,6 +281,7 @@ void HttpServer::Impl::Shutdown(absl::Duration grace) {
   std::lock_guard<std::mutex> guard(shutdown_mu);
   if (shut_down) return;
   shut_down = true;
+  closing.store(true);
   stopping.store(true);
   if (wake_fd >= 0) {
     uint64_t one = 1;
@@ -330,6 +334,8 @@ HttpServer::~HttpServer() { Shutdown(); }
 int HttpServer::port() const { return impl_->port; }
 
 int HttpServer::open_connections() const { return impl_->open.load(); }
+
+void HttpServer::BeginDrain() { impl_->closing.store(true); }
 
 void HttpServer::Shutdown(absl::Duration grace) { impl_->Shutdown(grace); }
 

@@ -43,6 +43,11 @@ class HttpServer {
   // turned away with 503).
   int open_connections() const;
 
+  // The first step of a drain: the server goes on accepting and answering, but every
+  // response says Connection: close and ends its connection (the handler decides what
+  // to answer: a draining router sends 503 with Retry-After). Thread-safe.
+  void BeginDrain();
+
   // Stops accepting, closes idle keep-alive connections, lets running requests finish for up
   // to `grace` (their responses say Connection: close), then shuts down the remaining sockets,
   // so that writes fail and PeerClosed() turns true, and waits for their handlers to return.

@@ -129,7 +129,8 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
                !why.empty()       ? why.c_str()
                : signal == SIGINT ? "SIGINT"
                                   : "SIGTERM");
-  router->Shutdown(absl::Seconds(5));
+  // The router drains first: once it has, the workers have nothing left to finish.
+  router->Drain(absl::Seconds(flags.router.shutdown_grace_seconds));
   cluster->Stop();
   if (!why.empty()) return absl::UnavailableError(StrCat(why, "; its error is above"));
   return absl::OkStatus();
@@ -165,7 +166,7 @@ absl::Status Run(ServeFlags flags) {
   std::fflush(stdout);
   const int signal = WaitForStopSignal();
   std::fprintf(stderr, "baton serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
-  router->Shutdown(absl::Seconds(5));
+  router->Drain(absl::Seconds(flags.router.shutdown_grace_seconds));
   worker->Shutdown(absl::Seconds(1));
   return absl::OkStatus();
 }

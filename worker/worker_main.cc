@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "common/host_port.h"
+#include "common/shutdown_grace.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/yaml_config.h"
@@ -36,6 +37,7 @@ void AddWorkerFlags(CLI::App* cmd, WorkerFlags* f, const std::string& fixed_role
   AddTransferFlags(cmd, f);
   AddGroupFlags(cmd, f);
   service::AddInternalAuthFlags(cmd, &f->auth, /*serves=*/true);
+  AddShutdownGraceFlag(cmd, &f->shutdown_grace_seconds);
 }
 
 absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
@@ -70,10 +72,10 @@ absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
 
   const int signal = WaitForStopSignal();
   std::fprintf(stderr, "%s: %s, stopping\n", name.c_str(), signal == SIGINT ? "SIGINT" : "SIGTERM");
-  // Open calls get a second to finish; then gRPC cancels them, which cancels their
-  // requests in the engine. (With a client still connected, gRPC 1.51's sync server
-  // always waits out this deadline.)
-  worker->Shutdown(absl::Seconds(1));
+  // Calls in flight get the grace; those left then end UNAVAILABLE, saying why, and the
+  // router continues their streams elsewhere. (With a client still connected, gRPC 1.51's
+  // sync server always waits out the last second.)
+  worker->Drain(absl::Seconds(flags.shutdown_grace_seconds));
   return absl::OkStatus();
 }
 

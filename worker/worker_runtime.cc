@@ -449,6 +449,22 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
 
 WorkerRuntime::~WorkerRuntime() { Shutdown(absl::ZeroDuration()); }
 
+void WorkerRuntime::Drain(absl::Duration grace, absl::Duration last_words) {
+  if (server_ != nullptr) {
+    // The router's health polls see NOT_SERVING (within --health-poll-seconds) and route
+    // around this worker; the calls that reach it meanwhile are refused UNAVAILABLE, which
+    // the router places elsewhere.
+    health_->Shutdown();
+    service_->BeginDrain();
+    const absl::Time deadline = absl::Now() + grace;
+    while (service_->live_calls() > 0 && absl::Now() < deadline) {
+      absl::SleepFor(absl::Milliseconds(50));
+    }
+    if (service_->live_calls() > 0) service_->ExpireDrain();
+  }
+  Shutdown(last_words);
+}
+
 void WorkerRuntime::Shutdown(absl::Duration grace) {
   stopping_ = true;
   if (health_watch_.joinable()) health_watch_.join();

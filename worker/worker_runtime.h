@@ -13,6 +13,7 @@
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "common/shutdown_grace.h"
 #include "engine/device.h"
 #include "engine/engine.h"
 #include "engine/gpu_backend.h"
@@ -48,6 +49,7 @@ struct WorkerFlags {
   int64_t max_prefill_chunk = 512;
   bool no_prefix_cache = false;
   bool no_mmap = false;
+  double shutdown_grace_seconds = kDefaultShutdownGraceSeconds;  // `baton worker`, baton-*
   bool check_weights = false;  // --check-weights: refuse a model with a NaN or Inf weight
   // Disaggregation (docs/disaggregation.md): "colocated" (prefill and decode in one
   // process, no KV transfers), "prefill" or "decode".
@@ -124,6 +126,12 @@ class WorkerRuntime {
   const std::string& role() const { return role_; }
   const engine::LoadedModel& model() const { return loaded_; }
   engine::Engine& engine() { return *engine_; }
+
+  // The drain on SIGTERM (worker/worker_drain.h): health NOT_SERVING and new calls
+  // refused at once; calls in flight get up to `grace` to finish; those left are then
+  // cancelled and end UNAVAILABLE (the router migrates their streams), with `last_words`
+  // to say so before Shutdown.
+  void Drain(absl::Duration grace, absl::Duration last_words = absl::Seconds(1));
 
   // Open calls get `grace`; then gRPC cancels them, which cancels them in the engine.
   void Shutdown(absl::Duration grace);

@@ -12,6 +12,7 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/kv_event_proto.h"
 #include "service/grpc_status.h"
+#include "worker/worker_drain.h"
 
 namespace baton::worker {
 
@@ -132,10 +133,11 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
 // the transfer submits the request.
 class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
  public:
-  explicit GenerateReactor(engine::Engine* engine) : engine_(engine) {}
+  GenerateReactor(engine::Engine* engine, WorkerDrain* drain) : engine_(engine), drain_(drain) {}
 
   // Streams `stream`'s events; the listener may call back at once.
   void Start(std::shared_ptr<engine::RequestStream> stream) {
+    drain_->live.AddGenerate(stream->id());
     {
       std::lock_guard<std::mutex> lock(mu_);
       stream_ = stream;
@@ -205,6 +207,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
     if (stream != nullptr) {
       stream->SetListener(nullptr);  // waits for a listener call in progress
       if (!ended) (void)engine_->Cancel(stream->id());
+      drain_->live.RemoveGenerate(stream->id());
     }
     delete this;
   }
@@ -229,7 +232,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
     for (const engine::TokenEvent& e : batch_) {
       if (e.finished) ended_ = true;
       if (e.finished && !e.status.ok()) {
-        pending_error_ = ToGrpcStatus(e.status);
+        pending_error_ = ToGrpcStatus(drain_->Explain(e.status));
         break;
       }
       AppendToProto(e, &out_);
@@ -293,6 +296,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
   }
 
   engine::Engine* const engine_;
+  WorkerDrain* const drain_;
   std::shared_ptr<engine::RequestStream> stream_;  // set once, under mu_
   // AwaitTransfer's; written before the wait starts.
   KvReceiver* receiver_ = nullptr;
@@ -333,6 +337,7 @@ class WorkerService::WorkerImpl final
   grpc::ServerWriteReactor<pb::GenerateResponse>* Generate(
       grpc::CallbackServerContext* ctx, const pb::GenerateRequest* req) override {
     if (grpc::Status auth = auth_->Check(*ctx); !auth.ok()) return new FailedGenerate(auth);
+    if (drain_.state.draining()) return new FailedGenerate(WorkerDrain::Refusal());
     absl::StatusOr<engine::EngineRequest> request = FromProto(*req);
     if (!request.ok()) return new FailedGenerate(ToGrpcStatus(request.status()));
     const std::string transfer_id = request->kv_transfer_id;
@@ -345,7 +350,7 @@ class WorkerService::WorkerImpl final
                                 "decode worker")));
       }
       if (req->await_kv_transfer_ms() > 0) {
-        auto* reactor = new GenerateReactor(engine_);
+        auto* reactor = new GenerateReactor(engine_, &drain_);
         reactor->AwaitTransfer(receiver_, *std::move(request),
                                absl::Milliseconds(req->await_kv_transfer_ms()));
         return reactor;
@@ -361,7 +366,7 @@ class WorkerService::WorkerImpl final
       if (!transfer_id.empty()) (void)engine_->ReleaseKv(transfer_id);
       return new FailedGenerate(ToGrpcStatus(stream.status()));
     }
-    auto* reactor = new GenerateReactor(engine_);
+    auto* reactor = new GenerateReactor(engine_, &drain_);
     reactor->Start(*std::move(stream));
     return reactor;
   }
@@ -375,8 +380,12 @@ class WorkerService::WorkerImpl final
                                  ") does not send KV transfers; send Prefill to a prefill "
                                  "worker"));
     }
+    if (drain_.state.draining()) return WorkerDrain::Refusal();
+    drain_.live.AddPrefill();
     absl::StatusOr<pb::PrefillResponse> done =
-        sender_->Run(*req, [ctx] { return ctx->IsCancelled(); });
+        sender_->Run(*req, [this, ctx] { return ctx->IsCancelled() || drain_.state.expired(); });
+    drain_.live.RemovePrefill();
+    if (!done.ok()) done = drain_.Explain(done.status());
     if (!done.ok()) {
       // Operators see why a transfer failed here; the router sees the status.
       if (done.status().code() != absl::StatusCode::kCancelled) {
@@ -435,6 +444,10 @@ class WorkerService::WorkerImpl final
   KvSender* sender_;
   std::string role_;
   std::shared_ptr<const service::InternalAuth> auth_;
+
+ public:
+  engine::Engine* engine() const { return engine_; }
+  WorkerDrain drain_;  // WorkerService's drain calls reach it
 };
 
 // One KV event subscription, without a thread: the publisher's callback queues a batch
@@ -552,6 +565,17 @@ WorkerService::WorkerService(engine::Engine* engine, KvReceiver* receiver, KvSen
 WorkerService::~WorkerService() = default;
 
 grpc::Service* WorkerService::worker() { return worker_.get(); }
+
+void WorkerService::BeginDrain() { worker_->drain_.state.Begin(); }
+
+int64_t WorkerService::live_calls() const { return worker_->drain_.live.size(); }
+
+void WorkerService::ExpireDrain() {
+  worker_->drain_.state.Expire();  // before the cancels: their calls' ends read it
+  for (const std::string& id : worker_->drain_.live.GenerateIds()) {
+    (void)worker_->engine()->Cancel(id);  // NotFound when it just finished
+  }
+}
 grpc::Service* WorkerService::kv_events() { return kv_events_.get(); }
 
 }  // namespace baton::worker

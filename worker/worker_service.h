@@ -47,6 +47,13 @@ class WorkerService {
   grpc::Service* worker();
   grpc::Service* kv_events();
 
+  // The drain (worker/worker_drain.h): from BeginDrain, new Generate and Prefill calls
+  // are UNAVAILABLE; live_calls() is how many are still being served; ExpireDrain
+  // cancels those left, which then end UNAVAILABLE saying why.
+  void BeginDrain();
+  int64_t live_calls() const;
+  void ExpireDrain();
+
  private:
   class WorkerImpl;
   class KvEventsImpl;

@@ -123,6 +123,11 @@ class GenerateCall {
   }
 
   absl::Status Prepare() {
+    if (c_.drain != nullptr && c_.drain->draining()) {
+      return absl::UnavailableError(
+          "the router is shutting down (draining after SIGTERM); retry, and the call goes to "
+          "another replica");
+    }
     BATON_ASSIGN_OR_RETURN(const service::Tenant* tenant, CheckApiKey(ctx_, *c_.api_keys));
     // Held for the call, as the HTTP server holds a body's share until it has answered.
     BATON_ASSIGN_OR_RETURN(body_lease_, HoldRequestBytes(c_, raw_req_.Length()));

@@ -22,6 +22,7 @@
 #include "grpcpp/server_builder.h"
 #include "service/api_key.h"
 #include "service/byte_budget.h"
+#include "service/drain_state.h"
 
 namespace baton::frontdoor {
 
@@ -36,6 +37,8 @@ struct GrpcApiContext {
   // Bounds the request bytes all calls hold at once, with the HTTP server's bodies
   // (--max-inflight-body-bytes); null: no bound.
   std::shared_ptr<service::ByteBudget> bodies;
+  // The router's drain: from its start, new Generate calls are UNAVAILABLE. Null: none.
+  const service::DrainState* drain = nullptr;
 };
 
 // Checks and converts a baton.v1 GenerateRequest; InvalidArgument naming the field.

@@ -80,6 +80,29 @@ class Handler {
     return "other";
   }
 
+  bool Draining() const { return c_.drain != nullptr && c_.drain->draining(); }
+  bool DrainExpired() const { return c_.drain != nullptr && c_.drain->expired(); }
+
+  static absl::Status DrainingError() {
+    return absl::UnavailableError(
+        "the router is shutting down (draining after SIGTERM); retry, and the request goes to "
+        "another replica");
+  }
+
+  // What a request still running when the drain's grace ran out ends with: the reason,
+  // instead of the cancellation that stopped its generation.
+  static absl::Status GraceExpiredError() {
+    return absl::UnavailableError(
+        "the router shut down before the request finished: it ran past "
+        "--shutdown-grace-seconds; retry it");
+  }
+
+  // The client went away, or the drain cancels what it left running.
+  uint64_t WatchGeneration(HttpResponder& out, dispatch::Generation* gen) {
+    return c_.watcher->Watch([this, &out] { return out.PeerClosed() || DrainExpired(); },
+                             [gen] { gen->Cancel(); }, out.PeerFd());
+  }
+
   int SendError(HttpResponder& out, const absl::Status& status) {
     const ApiError e = ToApiError(status);
     // 429 (every worker at its in-flight limit) and 503 (no healthy worker) pass soon.
@@ -102,6 +125,7 @@ class Handler {
     }
     if (path == "/ready") {
       if (!is_get) return MethodNotAllowed(out, "GET");
+      if (Draining()) return SendError(out, DrainingError());
       // Whether a route exists, as the health poller (every second) and failed requests
       // see the workers: a router with no worker that can serve is not ready.
       if (!c_.pool->CanRoute()) {
@@ -117,6 +141,8 @@ class Handler {
       out.Send(200, service::kMetricsContentType, service::RenderMetrics(c_.metrics->registry()));
       return 200;
     }
+    // New work goes to another replica while this one drains; GETs (models) still answer.
+    if (is_post && Draining()) return SendError(out, DrainingError());
     if (path.rfind("/v1/", 0) != 0) {
       return SendError(out, absl::NotFoundError(StrCat("no route for ", req.method, " ", path,
                                                        "; see /v1/models, /v1/completions, "
@@ -280,8 +306,7 @@ class Handler {
         c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request));
     if (!started.ok()) return SendError(out, started.status());
     dispatch::Generation& gen = **started;
-    const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
-                                             [&gen] { gen.Cancel(); }, out.PeerFd());
+    const uint64_t watch = WatchGeneration(out, &gen);
     dispatch::ChoiceDelta d;
     while (gen.Next(&d)) {
       Observe(run, d);
@@ -309,6 +334,9 @@ class Handler {
   }
 
   int Failed(const absl::Status& status, HttpResponder& out) {
+    if (absl::IsCancelled(status) && DrainExpired() && !out.PeerClosed()) {
+      return SendError(out, GraceExpiredError());
+    }
     if (out.PeerClosed() || absl::IsCancelled(status)) {
       c_.metrics->CountClientCancel();
       return 499;  // nginx's "client closed request"; nobody is there to read an answer
@@ -401,8 +429,7 @@ class Handler {
         c_.loops, *std::move(route), c_.model->tokenizer(), std::move(request), callbacks);
     if (!started.ok()) return SendError(out, started.status());
     dispatch::Generation* gen = started->get();
-    const uint64_t watch = c_.watcher->Watch([&out] { return out.PeerClosed(); },
-                                             [gen] { gen->Cancel(); }, out.PeerFd());
+    const uint64_t watch = WatchGeneration(out, gen);
     const int code = StreamResponse(s, *gen, run, out);
     c_.watcher->Unwatch(watch);
     NoteWorkers(*gen, run);
@@ -445,8 +472,11 @@ class Handler {
       }
     }
     const bool client_gone = s.client_gone;
-    const absl::Status status = s.status;
+    absl::Status status = s.status;
     lock.unlock();
+    if (absl::IsCancelled(status) && !client_gone && DrainExpired() && !out.PeerClosed()) {
+      status = GraceExpiredError();
+    }
     if (client_gone) {
       c_.metrics->CountClientCancel();
       return 499;

@@ -19,6 +19,7 @@
 #include "frontdoor/openai/served_model.h"
 #include "service/api_key.h"
 #include "service/cancel_watcher.h"
+#include "service/drain_state.h"
 #include "service/http_request.h"
 #include "service/http_responder.h"
 
@@ -35,6 +36,10 @@ struct OpenAiServerContext {
   // request is built for (BuildRequest).
   std::shared_ptr<const service::ApiKeys> api_keys = std::make_shared<service::ApiKeys>();
   RequestLog* request_log = nullptr;  // null: no per-request lines
+  // The router's drain (SIGTERM): /ready and new requests answer 503 with Retry-After
+  // from its start; once it expires, requests still running end with an error (a stream:
+  // an error event and [DONE]) and `watcher` is asked to CheckAll. Null: never drains.
+  const service::DrainState* drain = nullptr;
 };
 
 std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOpenAiHandler(
