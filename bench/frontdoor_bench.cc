@@ -37,6 +37,7 @@
 #include "bench/frontdoor_stamps.h"
 #include "bench/frontdoor_stub.h"
 #include "common/child_process.h"
+#include "common/install_paths.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/strings.h"
@@ -44,10 +45,6 @@
 #include "router/router_server.h"
 #include "tokenizer/detokenizer.h"
 #include "tokenizer/loader.h"
-
-#ifndef BATON_FRONTDOOR_MODEL_DIR
-#define BATON_FRONTDOOR_MODEL_DIR "models/baton-tiny"
-#endif
 
 namespace baton::bench {
 namespace {
@@ -62,7 +59,7 @@ struct Flags {
   double interval_ms = 20.0;
   double ceiling_seconds = 1.5;
   std::string mode = "both";
-  std::string model_dir = BATON_FRONTDOOR_MODEL_DIR;
+  std::string model_dir = DefaultModelPath();  // the bundled model (common/install_paths.h)
   std::string json;
   int target_streams = 64;
   double target_p99_us = 1000;

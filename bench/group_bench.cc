@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "CLI/CLI.hpp"
+#include "common/install_paths.h"
 #include "common/strings.h"
 #include "engine/loaded_model.h"
 #include "engine/model_runner.h"
@@ -105,7 +106,7 @@ class TimedCommunicator : public parallel::Communicator {
 };
 
 struct Flags {
-  std::string model = "models/baton-tiny";
+  std::string model = DefaultModelPath();  // the bundled model (common/install_paths.h)
   int batch = 1;
   int pp_batch = 16;
   int prompt = 128;

@@ -4,7 +4,7 @@
 set -euo pipefail
 
 packages=(
-  build-essential cmake ninja-build ccache pkg-config git
+  build-essential cmake ninja-build ccache pkg-config git python3 curl
   clang clang-format clang-tidy libclang-rt-14-dev
   libabsl-dev libpcre2-dev libutf8proc-dev nlohmann-json3-dev libcli11-dev libspdlog-dev
   libyaml-cpp-dev libxxhash-dev libssl-dev openssl protobuf-compiler libprotobuf-dev

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/install_paths.h"
 #include "common/secret_token.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
@@ -176,11 +177,14 @@ absl::Status Run(ServeFlags flags) {
 void AddServeCommand(CLI::App& app) {
   auto f = std::make_shared<ServeFlags>();
   f->worker.port = 0;
-  f->worker.model = BATON_DEFAULT_MODEL;
+  // The bundled model beside the binary (common/install_paths.h), named in --help.
+  f->worker.model = DefaultModelPath();
   CLI::App* cmd = app.add_subcommand(
       "serve", "Serve a model locally: OpenAI-compatible HTTP and gRPC, until Ctrl-C");
   cmd->add_option("--model", f->worker.model,
-                  "A .gguf file or a Hugging Face model directory (default: the bundled model)")
+                  StrCat("A .gguf file or a Hugging Face model directory (default: the bundled "
+                         "model, ",
+                         f->worker.model, ")"))
       ->envname("BATON_MODEL");
   router::AddRouterFlags(cmd, &f->router, /*with_model=*/false);
   cmd->add_option("--worker-port", f->worker.port,

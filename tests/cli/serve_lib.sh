@@ -1,11 +1,17 @@
 # Helpers of the `baton serve` CLI tests (sourced): start a server, ask a completion.
 # Needs $baton, $src and $out set by the test.
 
-start() {  # name, extra flags...; the port goes to $out/NAME.port
+start() {  # name, extra flags...: `launch` with the source tree's bundled model
   local name=$1
   shift
-  "$baton" serve --model "$src/models/baton-tiny" --port 0 --grpc-port -1 --threads 1 \
-    --kv-cache-memory 16MiB "$@" >"$out/$name.out" 2>"$out/$name.err" &
+  launch "$name" --model "$src/models/baton-tiny" "$@"
+}
+
+launch() {  # name, flags...; the port goes to $out/NAME.port
+  local name=$1
+  shift
+  "$baton" serve --port 0 --grpc-port -1 --threads 1 --kv-cache-memory 16MiB "$@" \
+    >"$out/$name.out" 2>"$out/$name.err" &
   echo $! >"$out/$name.pid"
   for _ in $(seq 1 300); do
     grep -q "serving" "$out/$name.out" 2>/dev/null && break
