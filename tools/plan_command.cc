@@ -153,32 +153,32 @@ void PrintTable(const PlanFlags& flags, const model::Model& m, const DeviceSpec&
       flags.kv_dtype.c_str(), req.kv_element_bytes, static_cast<long long>(p.heads_per_rank),
       static_cast<long long>(c.num_heads), static_cast<long long>(p.kv_heads_per_rank),
       static_cast<long long>(c.num_kv_heads));
-  std::printf("%-44s %14s %14s\n", "", "per rank", "total");
+  std::printf("%-50s %14s %14s\n", "", "per rank", "total");
   auto row = [](const char* name, double rank, double total) {
-    std::printf("%-44s %14s %14s\n", name, Bytes(rank).c_str(), Bytes(total).c_str());
+    std::printf("%-50s %14s %14s\n", name, Bytes(rank).c_str(), Bytes(total).c_str());
   };
   row("weights", p.weight_bytes_rank, p.weight_bytes_total);
   row("KV cache per token", p.kv_bytes_per_token_rank, p.kv_bytes_per_token_total);
   row("usable memory", p.usable_bytes_rank, p.usable_bytes_rank * tp);
   row("KV cache", p.kv_cache_bytes_rank, p.kv_cache_bytes_rank * tp);
-  std::printf("\n%-44s %lld\n", "tokens that fit", static_cast<long long>(p.tokens_fit));
-  std::printf("%-44s %lld\n",
+  std::printf("\n%-50s %lld\n", "tokens that fit", static_cast<long long>(p.tokens_fit));
+  std::printf("%-50s %lld\n",
               StrCat("conversations of ", req.max_model_len, " tokens (--max-model-len)").c_str(),
               static_cast<long long>(p.conversations_fit));
-  std::printf("%-44s %s per token (%.1f tokens/s), %s read per rank\n",
+  std::printf("%-50s %s per token (%.1f tokens/s), %s read per rank\n",
               StrCat("decode floor, batch 1, context ", req.prompt_len).c_str(),
               Seconds(p.decode_floor_seconds).c_str(), 1.0 / p.decode_floor_seconds,
               Bytes(p.decode_step_bytes_rank).c_str());
-  std::printf("%-44s %s (%s-bound, %.3g TFLOP per rank)\n",
+  std::printf("%-50s %s (%s-bound, %.3g TFLOP per rank)\n",
               StrCat("prefill of ", req.prompt_len, " tokens (--prompt-len)").c_str(),
               Seconds(p.prefill_seconds).c_str(), p.prefill_compute_bound ? "compute" : "memory",
               p.prefill_flops_rank / 1e12);
   const std::string label = StrCat("decode compute-bound past batch, context ", req.prompt_len);
   if (p.compute_bound_batch) {
-    std::printf("%-44s %.0f (the KV cache holds %lld such sequences)\n", label.c_str(),
+    std::printf("%-50s %.0f (the KV cache holds %lld such sequences)\n", label.c_str(),
                 *p.compute_bound_batch, static_cast<long long>(p.memory_batch_limit));
   } else {
-    std::printf("%-44s never: the KV reads alone keep it memory-bound\n", label.c_str());
+    std::printf("%-50s never: the KV reads alone keep it memory-bound\n", label.c_str());
   }
 }
 
