@@ -12,9 +12,10 @@ namespace baton::tools {
 // h200, h100 or a100 (SXM parts; sources in plan_device.cc and docs/operations.md).
 absl::StatusOr<DeviceSpec> GpuDevice(const std::string& name);
 
-// This machine, measured: read bandwidth from bench/cpu_probes.h's streaming read (all
-// `threads`, 1 GiB on 2 MiB pages; the median window of its best pattern), compute from
-// its bf16 GEMM probe (cpu::MatMul, 512 x 2048 x 2048), memory from MemAvailable.
+// This machine, measured: read bandwidth from bench/cpu_probes.h's streaming reads (all
+// `threads`, a 512 MiB buffer on 2 MiB pages: one long read of 1 GiB in the pattern its
+// windows found best), compute from its bf16 GEMM probe (cpu::MatMul, 512 x 2048 x 2048),
+// memory from MemAvailable.
 struct CpuMeasurement {
   std::string model_name;  // /proc/cpuinfo "model name"
   std::string isa;         // the kernels' instruction set (cpu::ActiveIsa)
