@@ -8,6 +8,7 @@
 #include "common/yaml_config.h"
 #include "tools/bench_serve_command.h"
 #include "tools/generate_command.h"
+#include "tools/plan_command.h"
 #include "tools/serve_command.h"
 #include "tools/synth_model_command.h"
 #include "tools/tokenize_command.h"
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
     baton::tools::AddWorkerCommand(app);
     baton::tools::AddBenchCommand(app);
     baton::tools::AddServeCommand(app);
+    baton::tools::AddPlanCommand(app);
     CLI11_PARSE(app, argc, argv);
     return 0;
   } catch (const std::exception& e) {
