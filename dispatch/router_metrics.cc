@@ -22,16 +22,23 @@ RouterMetrics::RouterMetrics()
                            .Name("baton_router_request_duration_seconds")
                            .Help("Arrival to last byte of a request, by endpoint")
                            .Register(*registry_)),
-      ttft_(prometheus::BuildHistogram()
-                .Name("baton_router_time_to_first_token_seconds")
-                .Help("Arrival at the router to the first token's delta")
-                .Register(*registry_)
-                .Add({}, service::LatencyBuckets())),
-      itl_(prometheus::BuildHistogram()
-               .Name("baton_router_inter_token_latency_seconds")
-               .Help("Gap between successive token deltas of one sequence")
-               .Register(*registry_)
-               .Add({}, TokenGapBuckets())),
+      ttft_family_(prometheus::BuildHistogram()
+                       .Name("baton_router_time_to_first_token_seconds")
+                       .Help("Arrival at the router to the first token's delta")
+                       .Register(*registry_)),
+      itl_family_(prometheus::BuildHistogram()
+                      .Name("baton_router_inter_token_latency_seconds")
+                      .Help("Gap between successive token deltas of one sequence")
+                      .Register(*registry_)),
+      tpot_family_(prometheus::BuildHistogram()
+                       .Name("baton_router_time_per_output_token_seconds")
+                       .Help("First token to last, over the output tokens after the first, "
+                             "per finished request of two tokens or more")
+                       .Register(*registry_)),
+      e2e_family_(prometheus::BuildHistogram()
+                      .Name("baton_router_e2e_request_latency_seconds")
+                      .Help("Arrival at the router to the last token, per finished request")
+                      .Register(*registry_)),
       prompt_tokens_(prometheus::BuildCounter()
                          .Name("baton_router_prompt_tokens_total")
                          .Help("Prompt tokens of finished requests")
@@ -78,10 +85,21 @@ RouterMetrics::RouterMetrics()
                                "find cached (compare baton_router_cached_prompt_tokens_total)")
                          .Register(*registry_)
                          .Add({})),
-      index_(prometheus::BuildGauge()
-                 .Name("baton_router_kv_index")
-                 .Help("The KV index: distinct blocks, (worker, block) entries, estimated bytes")
-                 .Register(*registry_)),
+      index_blocks_(prometheus::BuildGauge()
+                        .Name("baton_router_kv_index_blocks")
+                        .Help("Distinct KV blocks in the router's index")
+                        .Register(*registry_)
+                        .Add({})),
+      index_entries_(prometheus::BuildGauge()
+                         .Name("baton_router_kv_index_entries")
+                         .Help("(worker, block) entries in the router's KV index")
+                         .Register(*registry_)
+                         .Add({})),
+      index_bytes_(prometheus::BuildGauge()
+                       .Name("baton_router_kv_index_bytes")
+                       .Help("The router's KV index's estimated memory")
+                       .Register(*registry_)
+                       .Add({})),
       worker_healthy_(prometheus::BuildGauge()
                           .Name("baton_router_worker_healthy")
                           .Help("1 while the worker passes its health check, else 0")
@@ -125,10 +143,35 @@ void RouterMetrics::CountDecision(std::string_view policy, const std::string& wo
   decisions_.Add({{"policy", std::string(policy)}, {"worker", worker}}).Increment();
 }
 
+void RouterMetrics::SetModel(const std::string& model_name,
+                             const service::HistogramBuckets& buckets) {
+  const prometheus::Labels labels = {{"model_name", model_name}};
+  ttft_ = &ttft_family_.Add(labels, buckets.For("router_time_to_first_token_seconds",
+                                                service::TimeToFirstTokenBuckets()));
+  itl_ = &itl_family_.Add(
+      labels, buckets.For("router_inter_token_latency_seconds", service::TokenLatencyBuckets()));
+  tpot_ = &tpot_family_.Add(
+      labels, buckets.For("router_time_per_output_token_seconds", service::TokenLatencyBuckets()));
+  e2e_ = &e2e_family_.Add(
+      labels, buckets.For("router_e2e_request_latency_seconds", service::RequestLatencyBuckets()));
+}
+
+void RouterMetrics::ObserveFinished(int64_t prompt, int64_t cached, int64_t completion,
+                                    double e2e_seconds, double ttft_seconds) {
+  prompt_tokens_.Increment(static_cast<double>(prompt));
+  cached_tokens_.Increment(static_cast<double>(cached));
+  completion_tokens_.Increment(static_cast<double>(completion));
+  if (e2e_ == nullptr) return;
+  e2e_->Observe(e2e_seconds);
+  if (completion > 1) {
+    tpot_->Observe((e2e_seconds - ttft_seconds) / static_cast<double>(completion - 1));
+  }
+}
+
 void RouterMetrics::SetIndex(int64_t blocks, int64_t entries, int64_t bytes) {
-  index_.Add({{"quantity", "blocks"}}).Set(static_cast<double>(blocks));
-  index_.Add({{"quantity", "entries"}}).Set(static_cast<double>(entries));
-  index_.Add({{"quantity", "bytes"}}).Set(static_cast<double>(bytes));
+  index_blocks_.Set(static_cast<double>(blocks));
+  index_entries_.Set(static_cast<double>(entries));
+  index_bytes_.Set(static_cast<double>(bytes));
 }
 
 void RouterMetrics::SetWorkerHealthy(const std::string& worker, bool healthy) {
@@ -163,12 +206,6 @@ void RouterMetrics::CountRequest(const std::string& api, const std::string& endp
 
 void RouterMetrics::ObserveRequestSeconds(const std::string& endpoint, double seconds) {
   request_seconds_.Add({{"endpoint", endpoint}}, service::LatencyBuckets()).Observe(seconds);
-}
-
-void RouterMetrics::AddTokens(int64_t prompt, int64_t cached, int64_t completion) {
-  prompt_tokens_.Increment(static_cast<double>(prompt));
-  cached_tokens_.Increment(static_cast<double>(cached));
-  completion_tokens_.Increment(static_cast<double>(completion));
 }
 
 }  // namespace baton::dispatch

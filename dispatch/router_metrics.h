@@ -1,5 +1,8 @@
-// The router's Prometheus metrics (served on GET /metrics). Names follow Prometheus
-// conventions: baton_ prefix, base units, _total for counters.
+// The router's Prometheus metrics (served on GET /metrics): the latencies a client sees
+// (time to first token, between tokens, per output token, end to end: vLLM's, with a
+// model_name label), and the router's own (requests, routing, KV index, transfers). Names
+// follow Prometheus conventions: baton_ prefix, base units, _total for counters.
+// docs/operations.md lists them all.
 #pragma once
 
 #include <memory>
@@ -11,6 +14,7 @@
 #include "prometheus/gauge.h"
 #include "prometheus/histogram.h"
 #include "prometheus/registry.h"
+#include "service/histogram_buckets.h"
 
 namespace baton::dispatch {
 
@@ -18,15 +22,28 @@ class RouterMetrics {
  public:
   RouterMetrics();
 
+  // Creates the latency series of the served model (label model_name) with `buckets`'
+  // overrides. Call once, before requests arrive; until then latencies are not recorded.
+  void SetModel(const std::string& model_name, const service::HistogramBuckets& buckets);
+
   prometheus::Registry& registry() { return *registry_; }
 
   // One finished request: `api` is "http" or "grpc", `endpoint` e.g. "/v1/chat/completions"
   // or "Generate", `code` the HTTP status or gRPC code name.
   void CountRequest(const std::string& api, const std::string& endpoint, const std::string& code);
   void ObserveRequestSeconds(const std::string& endpoint, double seconds);
-  void ObserveTimeToFirstToken(double seconds) { ttft_.Observe(seconds); }
-  void ObserveInterTokenSeconds(double seconds) { itl_.Observe(seconds); }
-  void AddTokens(int64_t prompt, int64_t cached, int64_t completion);
+  void ObserveTimeToFirstToken(double seconds) {
+    if (ttft_ != nullptr) ttft_->Observe(seconds);
+  }
+  void ObserveInterTokenSeconds(double seconds) {
+    if (itl_ != nullptr) itl_->Observe(seconds);
+  }
+  // One request that finished well: its tokens (a request with several choices counts
+  // their completion tokens together), arrival to last token (`e2e_seconds`), and the
+  // first token's time, from which the time per output token follows (vLLM's:
+  // (e2e - ttft) / (completion - 1), for completions of two tokens or more).
+  void ObserveFinished(int64_t prompt, int64_t cached, int64_t completion, double e2e_seconds,
+                       double ttft_seconds);
   void CountClientCancel() { client_cancels_.Increment(); }
   // Split requests: one Prefill call's outcome ("ok", or what followed a failure:
   // "retry", "local", "failed"), and where an ok one's time went, as the prefill worker
@@ -61,8 +78,15 @@ class RouterMetrics {
   std::shared_ptr<prometheus::Registry> registry_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Family<prometheus::Histogram>& request_seconds_;
-  prometheus::Histogram& ttft_;
-  prometheus::Histogram& itl_;
+  prometheus::Family<prometheus::Histogram>& ttft_family_;
+  prometheus::Family<prometheus::Histogram>& itl_family_;
+  prometheus::Family<prometheus::Histogram>& tpot_family_;
+  prometheus::Family<prometheus::Histogram>& e2e_family_;
+  // SetModel's series; null before.
+  prometheus::Histogram* ttft_ = nullptr;
+  prometheus::Histogram* itl_ = nullptr;
+  prometheus::Histogram* tpot_ = nullptr;
+  prometheus::Histogram* e2e_ = nullptr;
   prometheus::Counter& prompt_tokens_;
   prometheus::Counter& cached_tokens_;
   prometheus::Counter& completion_tokens_;
@@ -72,7 +96,9 @@ class RouterMetrics {
   prometheus::Family<prometheus::Histogram>& prefill_seconds_;
   prometheus::Family<prometheus::Counter>& decisions_;
   prometheus::Counter& expected_hits_;
-  prometheus::Family<prometheus::Gauge>& index_;
+  prometheus::Gauge& index_blocks_;
+  prometheus::Gauge& index_entries_;
+  prometheus::Gauge& index_bytes_;
   prometheus::Family<prometheus::Gauge>& worker_healthy_;
   prometheus::Family<prometheus::Counter>& kv_event_gaps_;
   prometheus::Family<prometheus::Counter>& kv_snapshots_;

@@ -593,7 +593,9 @@ void Engine::Step() {
   const auto now = Clock::now();
   std::vector<SequenceInput> inputs;
   inputs.reserve(plan.items.size());
+  int64_t step_tokens = 0;
   for (const StepItem& item : plan.items) {
+    step_tokens += item.num_tokens;
     Sequence* seq = item.seq;
     Live* live = live_.at(seq->id).get();
     if (!live->scheduled) {
@@ -613,6 +615,7 @@ void Engine::Step() {
                            sampleable_vocab_ == model_->model->config().vocab_size;
   }
   ++counters_.steps;
+  if (options_.on_step) options_.on_step(step_tokens);
   // Prefill-role sequences hand each layer's K/V to their sinks as it lands.
   std::vector<kvcache::KvSink*> sinks(plan.items.size(), nullptr);
   bool any_sink = false;
@@ -843,6 +846,7 @@ void Engine::End(uint64_t seq_id, TokenEvent last) {
     std::lock_guard<std::mutex> lock(mu_);
     live_ids_.erase(live->id);
   }
+  if (options_.on_request_end) options_.on_request_end(last);
   live->stream->Push(std::move(last));
 }
 

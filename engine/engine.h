@@ -43,6 +43,8 @@
 
 namespace baton::engine {
 
+struct TokenEvent;
+
 struct EngineOptions {
   int threads = 0;  // compute threads; 0: one per core
   int64_t block_size = 16;
@@ -80,6 +82,12 @@ struct EngineOptions {
   std::function<absl::StatusOr<std::unique_ptr<Backend>>(kvcache::KvPool* pool,
                                                          ThreadPool* threads)>
       backend;
+  // Observers for metrics (worker/worker_metrics.h), called on the engine thread, so they
+  // must be quick and must not call the engine: once per step with the tokens it
+  // computed, and once per ended request with its final event (usage, timings, finish
+  // reason, status) before the consumer gets it.
+  std::function<void(int64_t tokens)> on_step;
+  std::function<void(const TokenEvent& last)> on_request_end;
 };
 
 struct EngineRequest {

@@ -124,6 +124,14 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
       ->envname("BATON_PARSE_SPECIAL_IN_CONTENT");
 }
 
+void AddRouterMetricsFlags(CLI::App* cmd, RouterFlags* f) {
+  cmd->add_option("--histogram-buckets", f->histogram_buckets,
+                  "NAME=v1,v2,...: the upper bounds of the histogram baton_NAME instead of "
+                  "vLLM's defaults (repeatable; docs/operations.md lists the names)")
+      ->envname("BATON_HISTOGRAM_BUCKETS")
+      ->delimiter(' ');
+}
+
 void AddWorkerListFlags(CLI::App* cmd, RouterFlags* f) {
   cmd->add_option("--worker", f->worker,
                   "Colocated workers' internal gRPC addresses (host:port, comma-separated; "
@@ -149,6 +157,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
     return absl::InvalidArgumentError("give --model (or --tokenizer) so the router can tokenize");
   }
   o.served_model_name = f.served_model_name;
+  o.histogram_buckets = f.histogram_buckets;
   o.host = f.host;
   o.http_port = f.port;
   o.grpc_port = f.grpc_port;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 #include "CLI/CLI.hpp"
 #include "absl/status/statusor.h"
@@ -16,6 +17,7 @@ struct RouterFlags {
   std::string model;  // where the tokenizer and chat template come from
   std::string tokenizer;
   std::string served_model_name;
+  std::vector<std::string> histogram_buckets;  // AddRouterMetricsFlags
   std::string host = "127.0.0.1";
   int port = 8000;
   int grpc_port = 50051;
@@ -55,6 +57,10 @@ struct RouterFlags {
 
 // `with_model`: false where the caller defines --model itself (baton serve).
 void AddRouterFlags(CLI::App* cmd, RouterFlags* flags, bool with_model);
+
+// --histogram-buckets for `baton-router` (`baton serve` has the workers' flag, and gives
+// its values to the router too).
+void AddRouterMetricsFlags(CLI::App* cmd, RouterFlags* flags);
 
 // --worker, --prefill-worker, --decode-worker: where `baton-router` sends requests; and
 // the credential it presents there (--internal-token-file, --tls-*).

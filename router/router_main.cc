@@ -50,6 +50,7 @@ int main(int argc, char** argv) {
     baton::router::RouterFlags flags;
     baton::router::AddRouterFlags(&app, &flags, /*with_model=*/true);
     baton::router::AddWorkerListFlags(&app, &flags);
+    baton::router::AddRouterMetricsFlags(&app, &flags);
     CLI11_PARSE(app, argc, argv);
     absl::Status status = Run(flags);
     if (!status.ok()) {

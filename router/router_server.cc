@@ -12,6 +12,7 @@
 #include "frontdoor/openai/openai_server.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "service/histogram_buckets.h"
 
 namespace baton::router {
 
@@ -25,6 +26,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   BATON_ASSIGN_OR_RETURN(std::shared_ptr<const service::ApiKeys> api_keys,
                          service::ApiKeys::Create(options.api_key, options.api_key_file,
                                                   token.empty() ? RandomToken() : token));
+  BATON_ASSIGN_OR_RETURN(const service::HistogramBuckets buckets,
+                         service::HistogramBuckets::Parse(options.histogram_buckets));
   BATON_ASSIGN_OR_RETURN(
       r->pool_, dispatch::WorkerPool::Create(options.worker, options.prefill_workers,
                                              options.decode_workers, options.pool, &r->metrics_));
@@ -33,6 +36,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
                                                       r->pool_->primary(), options.worker_wait,
                                                       options.parse_special_in_content));
   r->pool_->Start(r->model_->worker_info().model_id(), r->model_->worker_info().block_size());
+  // Before either API listens: every request finds its latency series.
+  r->metrics_.SetModel(r->model_->name(), buckets);
   r->watcher_ = std::make_unique<service::CancelWatcher>();
   r->request_log_ = std::make_unique<frontdoor::RequestLog>(options.log_requests);
 

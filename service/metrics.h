@@ -1,4 +1,5 @@
-// Prometheus helpers over prometheus-cpp core: the text exposition a /metrics handler serves,
+// Prometheus helpers over prometheus-cpp core: the text exposition a /metrics handler serves
+// (with baton_build_info and the process metrics of process_collector.h appended),
 // and the latency buckets every histogram in Baton shares, so dashboards can compare them.
 //
 //   prometheus::Registry registry;

@@ -13,8 +13,8 @@ namespace baton::tools {
 namespace {
 
 // The flags a worker process gets: the same engine as `baton serve` would run itself.
-std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::string& role,
-                                    int port) {
+std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::string& role, int port,
+                                    int metrics_port) {
   std::vector<std::string> a = {"worker",
                                 "--role",
                                 role,
@@ -49,7 +49,11 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 "--pipeline-parallel-size",
                                 StrCat(f.pipeline_parallel_size),
                                 "--group-timeout-ms",
-                                StrCat(f.group_timeout_ms)};
+                                StrCat(f.group_timeout_ms),
+                                "--metrics-port",
+                                StrCat(metrics_port)};
+  for (const std::string& spec : f.histogram_buckets)
+    a.insert(a.end(), {"--histogram-buckets", spec});
   const std::vector<std::string> device = worker::DeviceArgs(f.device);
   a.insert(a.end(), device.begin(), device.end());
   if (!f.kv_cache_memory.empty()) a.insert(a.end(), {"--kv-cache-memory", f.kv_cache_memory});
@@ -98,7 +102,10 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const worker::
     each.pipeline_parallel_size = pool.pipeline_parallel;
     each.device.device_id = next_device;
     next_device += pool.tensor_parallel * pool.pipeline_parallel;
-    absl::StatusOr<Process> p = c->Spawn(each, role, start_timeout);
+    // A fixed --metrics-port is the first child's; the others take the ports after it.
+    const int metrics_port =
+        worker.metrics_port > 0 ? worker.metrics_port + i : worker.metrics_port;
+    absl::StatusOr<Process> p = c->Spawn(each, role, start_timeout, 0, metrics_port);
     if (!p.ok()) return p.status();  // the destructor stops those already started
     c->processes_.push_back(*std::move(p));
   }
@@ -108,8 +115,9 @@ absl::StatusOr<std::unique_ptr<LocalCluster>> LocalCluster::Start(const worker::
 absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(const worker::WorkerFlags& flags,
                                                           const std::string& role,
                                                           absl::Duration start_timeout, int port,
+                                                          int metrics_port,
                                                           const std::atomic<bool>* cancel) {
-  std::vector<std::string> argv = WorkerArgs(flags, role, port);
+  std::vector<std::string> argv = WorkerArgs(flags, role, port, metrics_port);
   argv.insert(argv.begin(), "/proc/self/exe");
   // The parent blocks the stop signals for its own waiting; the worker waits on them too.
   SubprocessOptions options;
@@ -135,6 +143,11 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(const worker::WorkerFl
   p.role = role;
   p.port = std::stoi(m[1].str());
   p.target = StrCat("127.0.0.1:", p.port);
+  p.metrics_port = -1;
+  if (std::regex_search(*line, m, std::regex(R"(, metrics (http://\S+:(\d+)/metrics))"))) {
+    p.metrics_url = m[1].str();
+    p.metrics_port = std::stoi(m[2].str());
+  }
   p.flags = flags;
   p.started = absl::Now();
   std::fprintf(stderr, "baton serve: %s worker at %s (pid %d)\n", role.c_str(), p.target.c_str(),
@@ -169,7 +182,9 @@ void LocalCluster::SuperviseLoop(int max_failed_starts) {
                    absl::ToDoubleSeconds(p.backoff));
       if (!SleepUnlessStopping(p.backoff)) return;
       p.backoff = std::min(p.backoff * 2, absl::Seconds(30));
-      absl::StatusOr<Process> again = Spawn(p.flags, p.role, absl::Minutes(10), p.port, &stopping_);
+      // The same ports again, so that the router's address and Prometheus's target stay right.
+      absl::StatusOr<Process> again =
+          Spawn(p.flags, p.role, absl::Minutes(10), p.port, p.metrics_port, &stopping_);
       if (stopping_.load()) return;
       if (!again.ok()) {
         std::fprintf(stderr, "baton serve: %s\n", std::string(again.status().message()).c_str());
@@ -195,6 +210,15 @@ std::string LocalCluster::Targets(const std::string& role) const {
     if (p.role != role) continue;
     if (!out.empty()) out += ",";
     out += p.target;
+  }
+  return out;
+}
+
+std::string LocalCluster::metrics_banner() const {
+  std::string out;
+  for (const Process& p : processes_) {
+    if (p.metrics_url.empty()) continue;
+    out += StrCat(out.empty() ? "" : ", ", p.role, " ", p.target, " metrics ", p.metrics_url);
   }
   return out;
 }

@@ -41,6 +41,10 @@ class LocalCluster {
   // Comma-separated host:port lists, as the router's flags take them.
   std::string prefill_targets() const;
   std::string decode_targets() const;
+  // "ROLE HOST:PORT metrics http://HOST:PORT/metrics" for each worker that serves metrics,
+  // comma-separated (empty with --metrics-port -1). A fixed --metrics-port P gives the
+  // workers P, P+1, ...; a restarted worker keeps its port.
+  std::string metrics_banner() const;
 
   // From now on, a worker that exits on its own (killed, crashed) is started again with the
   // same flags on the same port, so the router's address for it stays right: after 0.5 s,
@@ -58,15 +62,18 @@ class LocalCluster {
     std::string role;
     std::string target;
     int port = 0;
+    int metrics_port = -1;      // -1: none
+    std::string metrics_url;    // http://HOST:PORT/metrics, or empty
     worker::WorkerFlags flags;  // what a restart runs again
     absl::Time started;
     absl::Duration backoff = absl::Milliseconds(500);
     int failed_starts = 0;
   };
   LocalCluster() = default;
-  // `port` 0: one the system picks. Gives up waiting for the banner when `cancel` is set.
+  // `port` 0: one the system picks; `metrics_port` as --metrics-port. Gives up waiting for
+  // the banner when `cancel` is set.
   absl::StatusOr<Process> Spawn(const worker::WorkerFlags& flags, const std::string& role,
-                                absl::Duration start_timeout, int port = 0,
+                                absl::Duration start_timeout, int port, int metrics_port,
                                 const std::atomic<bool>* cancel = nullptr);
   std::string Targets(const std::string& role) const;
   void SuperviseLoop(int max_failed_starts);

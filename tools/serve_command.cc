@@ -113,12 +113,14 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
         }
         kill(getpid(), SIGTERM);
       });
+  const std::string metrics = cluster->metrics_banner();
   std::printf(
       "baton serve: serving %s on %s://%s:%d (gRPC %s:%d), prefill workers %s, decode "
-      "workers %s\n",
+      "workers %s%s%s\n",
       router->model().name().c_str(), router->http_scheme(), options.host.c_str(),
       router->http_port(), options.host.c_str(), router->grpc_port(),
-      options.prefill_workers.c_str(), options.decode_workers.c_str());
+      options.prefill_workers.c_str(), options.decode_workers.c_str(), metrics.empty() ? "" : "; ",
+      metrics.c_str());
   std::fflush(stdout);
   const int signal = WaitForStopSignal();
   std::string why;
@@ -141,6 +143,7 @@ absl::Status Run(ServeFlags flags) {
   BlockStopSignals();
   flags.worker.host = "127.0.0.1";  // the worker is internal: loopback only
   flags.router.model = flags.worker.model;
+  flags.router.histogram_buckets = flags.worker.histogram_buckets;
   BATON_ASSIGN_OR_RETURN(router::RouterOptions options, router::ToRouterOptions(flags.router));
   // The router presents what the workers require: the user's files, or (in RunSplit, and
   // below) a token of its own.
@@ -161,9 +164,13 @@ absl::Status Run(ServeFlags flags) {
   options.worker = StrCat("127.0.0.1:", worker->port());
   BATON_ASSIGN_OR_RETURN(auto router, router::RouterServer::Start(options));
   // The first stdout line says where it listens (scripts and tests read the ports here).
-  std::printf("baton serve: serving %s on %s://%s:%d (gRPC %s:%d), worker 127.0.0.1:%d\n",
+  std::printf("baton serve: serving %s on %s://%s:%d (gRPC %s:%d), worker 127.0.0.1:%d",
               router->model().name().c_str(), router->http_scheme(), options.host.c_str(),
               router->http_port(), options.host.c_str(), router->grpc_port(), worker->port());
+  if (worker->metrics_port() >= 0) {
+    std::printf("; worker metrics http://127.0.0.1:%d/metrics", worker->metrics_port());
+  }
+  std::printf("\n");
   std::fflush(stdout);
   const int signal = WaitForStopSignal();
   std::fprintf(stderr, "baton serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");

@@ -63,7 +63,10 @@ absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
               static_cast<long long>(worker->engine().num_kv_pages()),
               worker->engine().kv_layout().dtype.c_str(), static_cast<long long>(flags.block_size),
               worker->role().c_str());
-  if (worker->metrics_port() >= 0) std::printf(", metrics :%d", worker->metrics_port());
+  if (worker->metrics_port() >= 0) {
+    std::printf(", metrics http://%s/metrics",
+                HostPort(flags.host, worker->metrics_port()).c_str());
+  }
   if (flags.group_size() > 1) {
     std::printf(", group tp=%d pp=%d", flags.tensor_parallel_size, flags.pipeline_parallel_size);
   }

@@ -161,9 +161,15 @@ void AddTransferFlags(CLI::App* cmd, WorkerFlags* f) {
       ->envname("BATON_MAX_RESERVED_SHARE_PER_CALLER")
       ->check(CLI::Range(0.01, 1.0));
   cmd->add_option("--metrics-port", f->metrics_port,
-                  "Serve Prometheus /metrics on this port (0: any free port; default: none)")
+                  "Serve Prometheus /metrics on this port (0, the default: any free port, "
+                  "printed in the banner; -1: none)")
       ->envname("BATON_METRICS_PORT")
       ->check(CLI::Range(-1, 65535));
+  cmd->add_option("--histogram-buckets", f->histogram_buckets,
+                  "NAME=v1,v2,...: the upper bounds of the histogram baton_NAME instead of "
+                  "vLLM's defaults (repeatable; docs/operations.md lists the names)")
+      ->envname("BATON_HISTOGRAM_BUCKETS")
+      ->delimiter(' ');
 }
 
 void AddGroupFlags(CLI::App* cmd, WorkerFlags* f) {
@@ -259,6 +265,14 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
   options.max_batched_tokens = flags.max_batched_tokens;
   options.max_prefill_chunk = flags.max_prefill_chunk;
   options.debug_step_delay = std::chrono::milliseconds(flags.debug_step_delay_ms);
+  BATON_ASSIGN_OR_RETURN(const service::HistogramBuckets buckets,
+                         service::HistogramBuckets::Parse(flags.histogram_buckets));
+  // SetModel runs once the engine exists and before any request can reach it (the gRPC
+  // server starts later), so the hooks always find the series.
+  options.on_step = [self = w.get()](int64_t tokens) { self->metrics_.ObserveStep(tokens); };
+  options.on_request_end = [self = w.get()](const engine::TokenEvent& last) {
+    self->metrics_.ObserveRequestEnd(last);
+  };
 
   model::OpenOptions open;
   open.use_mmap = !flags.no_mmap;
@@ -354,6 +368,10 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
   BATON_ASSIGN_OR_RETURN(w->gpu_,
                          engine::StartGpu(*w->loaded_.model, flags.device, &options, gpu_start));
   BATON_ASSIGN_OR_RETURN(w->engine_, engine::Engine::Create(&w->loaded_, options));
+  // The model name a router serves by default (GetModelInfo's model_id).
+  w->metrics_.SetModel(
+      w->engine_->options().model_id.empty() ? w->loaded_.name : w->engine_->options().model_id,
+      buckets, w->engine_->scheduler_config().max_model_len);
   // A colocated worker takes no part in KV transfers; a split group's ranks each move their
   // own slice (docs/parallel.md, "KV transfers with groups").
   const bool takes_transfers = flags.role != "colocated";

@@ -64,7 +64,8 @@ struct WorkerFlags {
   double kv_lease_seconds = 60;  // decode side: a reservation's default lease
   // Decode side: the share of the KV pool (and of the leases) one caller may hold reserved.
   double max_reserved_share_per_caller = 0.5;
-  int metrics_port = -1;  // Prometheus /metrics on host:port; -1: none, 0: any
+  int metrics_port = 0;  // Prometheus /metrics on host:port; 0: any free port, -1: none
+  std::vector<std::string> histogram_buckets;  // --histogram-buckets NAME=v1,v2,...
   // A worker group (docs/parallel.md): tp x pp ranks serving as one worker. Rank 0 (the
   // leader) runs the engine and this API; on one host it starts the other ranks itself,
   // as child processes that meet it through a private rendezvous directory.
@@ -106,7 +107,8 @@ void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* dtype);
 // The engine flags (--device, --threads, --kv-cache-memory, ..., --no-mmap); not --model, --host or
 // --port, which each command defines with its own meaning.
 void AddEngineFlags(CLI::App* cmd, WorkerFlags* flags);
-// The KV-transfer flags (--ucx-tls, --kv-lease-seconds) and --metrics-port.
+// The KV-transfer flags (--ucx-tls, --kv-lease-seconds), --metrics-port and
+// --histogram-buckets.
 void AddTransferFlags(CLI::App* cmd, WorkerFlags* flags);
 
 // The UCX options of a worker that takes part in KV transfers: --ucx-tls, and network
@@ -122,7 +124,7 @@ class WorkerRuntime {
   ~WorkerRuntime();
 
   int port() const { return port_; }
-  int metrics_port() const;  // -1 without --metrics-port
+  int metrics_port() const;  // -1 with --metrics-port -1
   const std::string& role() const { return role_; }
   const engine::LoadedModel& model() const { return loaded_; }
   engine::Engine& engine() { return *engine_; }

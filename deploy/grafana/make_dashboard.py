@@ -35,6 +35,11 @@ ROWS = [
         ("End-to-end request time", "s",
          [("baton:router_request_duration_seconds:p50_5m", "p50 {{endpoint}}"),
           ("baton:router_request_duration_seconds:p99_5m", "p99 {{endpoint}}")], 8),
+        ("Generation: end to end and per output token, p99", "s",
+         [("baton:router_e2e_request_latency_seconds:p99_5m", "e2e {{model_name}}"),
+          ("baton:router_time_per_output_token_seconds:p99_5m", "per token {{model_name}}")], 12),
+        ("Preemptions per second per worker", "short",
+         [("baton:worker_preemptions:rate5m", "{{instance}}")], 12),
     ]),
     ("KV cache", [
         ("KV cache usage per worker", "percentunit",

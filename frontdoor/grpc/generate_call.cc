@@ -160,7 +160,9 @@ class GenerateCall {
       last_token_ = now;
     }
     if (d.finished) {
-      c_.metrics->AddTokens(d.prompt_tokens, d.cached_tokens, d.completion_tokens);
+      c_.metrics->ObserveFinished(d.prompt_tokens, d.cached_tokens, d.completion_tokens,
+                                  Seconds(now - arrival_),
+                                  record_.timings.time_to_first_token_seconds);
       record_.prompt_tokens = d.prompt_tokens;
       record_.cached_tokens = d.cached_tokens;
       record_.completion_tokens = d.completion_tokens;

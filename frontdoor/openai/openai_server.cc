@@ -321,8 +321,9 @@ class Handler {
     c_.watcher->Unwatch(watch);
     NoteWorkers(gen, run);
     if (!gen.status().ok()) return Failed(gen.status(), out);
-    c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
-                          run.usage.completion_tokens);
+    c_.metrics->ObserveFinished(run.usage.prompt_tokens, run.usage.cached_tokens,
+                                run.usage.completion_tokens, SecondsSince(run.arrival),
+                                run.record.timings.time_to_first_token_seconds);
     run.usage.timings = TimingsNow(run);
     const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
     const std::string model = c_.model->name();
@@ -492,8 +493,9 @@ class Handler {
       out.EndStream();
       return ToApiError(status).http_status;
     }
-    c_.metrics->AddTokens(run.usage.prompt_tokens, run.usage.cached_tokens,
-                          run.usage.completion_tokens);
+    c_.metrics->ObserveFinished(run.usage.prompt_tokens, run.usage.cached_tokens,
+                                run.usage.completion_tokens, SecondsSince(run.arrival),
+                                run.record.timings.time_to_first_token_seconds);
     if (run.request.include_usage) {
       run.usage.timings = TimingsNow(run);
       out.WriteChunk(

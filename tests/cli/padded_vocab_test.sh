@@ -35,7 +35,7 @@ for _ in $(seq 1 300); do
   grep -q "serving" "$out/serve.out" 2>/dev/null && break
   sleep 0.1
 done
-port=$(sed -n 's/.*http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/serve.out" | head -1)
+port=$(sed -n 's/.* on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/serve.out" | head -1)
 [ -n "$port" ] || { cat "$out/serve.err"; echo "FAIL: baton serve gave no port"; exit 1; }
 for seed in 1 2 3 4; do
   curl -s -o "$out/c$seed.json" -w '%{http_code}\n' "http://127.0.0.1:$port/v1/completions" \

@@ -17,7 +17,7 @@ launch() {  # name, flags...; the port goes to $out/NAME.port
     grep -q "serving" "$out/$name.out" 2>/dev/null && break
     sleep 0.1
   done
-  sed -n 's/.*http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$name.out" | head -1 >"$out/$name.port"
+  sed -n 's/.* on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$name.out" | head -1 >"$out/$name.port"
 }
 
 complete() {  # port

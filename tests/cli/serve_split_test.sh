@@ -33,6 +33,26 @@ got=$(complete "$split_port")
 if [ "$got" != "$want" ]; then
   echo "FAIL: the split answer differs"; echo "plain: $want"; echo "split: $got"; exit 1
 fi
+# Each child serves the worker metrics at the URL the banner prints, the whole set with
+# the model_name label, and each counted the one split request above once.
+urls=$(grep -o 'metrics http://[^ ,]*/metrics' "$out/split.out" | cut -d' ' -f2)
+[ "$(echo "$urls" | wc -w)" -eq 2 ] || { echo "FAIL: want 2 metrics URLs: $(cat "$out/split.out")"; exit 1; }
+for url in $urls; do
+  body=$(curl -sf "$url") || { echo "FAIL: GET $url"; exit 1; }
+  for name in baton_num_requests_running baton_num_requests_waiting baton_kv_cache_usage_ratio \
+    baton_prefix_cache_queried_tokens_total baton_prefix_cache_hit_tokens_total \
+    baton_num_preemptions_total baton_request_success_total baton_iteration_tokens \
+    baton_request_prompt_tokens baton_request_generation_tokens baton_request_queue_time_seconds \
+    baton_request_prefill_time_seconds baton_request_decode_time_seconds; do
+    grep -q "^${name}[_{].*model_name=\"" <<<"$body" || { echo "FAIL: $url: no $name{model_name}"; exit 1; }
+  done
+  for name in baton_build_info process_cpu_seconds_total process_resident_memory_bytes process_open_fds; do
+    grep -q "^${name}[ {]" <<<"$body" || { echo "FAIL: $url: no $name"; exit 1; }
+  done
+  ended=$(awk '/^baton_request_success_total\{/ {s += $NF} END {print s + 0}' <<<"$body")
+  [ "$ended" = 1 ] || { echo "FAIL: $url: $ended requests ended, want 1"; exit 1; }
+done
+
 groups_port=$(cat "$out/groups.port")
 [ -n "$groups_port" ] || { cat "$out/groups.err"; echo "FAIL: the split groups gave no port"; exit 1; }
 grep -q "prefill (tp=2 pp=1) and 1 decode (tp=1 pp=2)" "$out/groups.err" ||

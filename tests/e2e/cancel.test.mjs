@@ -103,6 +103,9 @@ test('/metrics counts the client cancellations', async () => {
   const cancelled = samples.filter((s) => s.name === 'baton_router_requests_total' && s.labels.code === '499')
     .reduce((a, s) => a + s.value, 0);
   assert.equal(cancelled, 3);
+  // The worker's engine ended the same three as aborts (vLLM's finished_reason).
+  const worker = parseMetrics(await (await fetch(server.workerMetricsUrl)).text());
+  assert.equal(metricValue(worker, 'baton_request_success_total', { model_name: server.model, finished_reason: 'abort' }), 3);
   // And the server still serves.
   const res = await fetch(`${server.url}/v1/completions`, {
     method: 'POST', headers: { 'content-type': 'application/json' },

@@ -158,7 +158,7 @@ async function startWithBanner(name, bin, args, pattern, timeoutMs = 90000) {
 }
 
 const SERVE_BANNER =
-  /^baton serve: serving (\S+) on https?:\/\/(\S+):(\d+) \(gRPC (\S+):(\d+)\), worker (\S+):(\d+)$/;
+  /^baton serve: serving (\S+) on https?:\/\/(\S+):(\d+) \(gRPC (\S+):(\d+)\), worker (\S+):(\d+)(?:; worker metrics (\S+))?$/;
 const WORKER_BANNER = /^baton worker: serving (\S+) on (\S+):(\d+)\b/;
 const ROUTER_BANNER =
   /^baton-router: serving (\S+) on https?:\/\/(\S+):(\d+) \(gRPC (\S+):(\d+)\), worker (\S+)$/;
@@ -198,14 +198,16 @@ const TOKEN_ARGS = ['--internal-token-file', TOKEN_FILE];
 export async function startServe(extraArgs = [], { engine = SMALL_ENGINE } = {}) {
   const args = ['serve', '--host', '127.0.0.1', '--port', '0', '--grpc-port', '0', ...TOKEN_ARGS, ...engine, ...extraArgs];
   const [proc, m] = await startWithBanner('baton serve', BATON_BIN, args, SERVE_BANNER);
-  return serverInfo(proc, m[1], m[2], m[3], m[4], m[5], `${m[6]}:${m[7]}`, schemeOf(m[0]));
+  const info = serverInfo(proc, m[1], m[2], m[3], m[4], m[5], `${m[6]}:${m[7]}`, schemeOf(m[0]));
+  info.workerMetricsUrl = m[8] ?? null;  // the in-process worker's /metrics (--metrics-port)
+  return info;
 }
 
 // `baton worker` alone. Returns {addr, model, proc, stop()}.
 export async function startWorker(extraArgs = [], { engine = SMALL_ENGINE } = {}) {
   const args = ['worker', '--model', MODEL_DIR, '--host', '127.0.0.1', '--port', '0', ...TOKEN_ARGS, ...engine, ...extraArgs];
   const [proc, m] = await startWithBanner('baton worker', BATON_BIN, args, WORKER_BANNER);
-  const metrics = /, metrics :(\d+)/.exec(m.input);
+  const metrics = /, metrics http:\/\/\S+:(\d+)\/metrics/.exec(m.input);
   return {
     proc,
     model: m[1],

@@ -75,7 +75,7 @@ test('request counters and histograms match the requests made', async () => {
   assert.ok(histSum > 0, `_sum ${histSum}`);
 
   // Time to first token: one observation per successful generation.
-  const ttft = metricValue(m, 'baton_router_time_to_first_token_seconds_count');
+  const ttft = metricValue(m, 'baton_router_time_to_first_token_seconds_count', { model_name: server.model });
   assert.equal(ttft, CHAT_OK + CHAT_STREAM_OK + COMPLETIONS_OK);
   // Completions made exactly 4 tokens each (ignore_eos); chats 1 to 4 each.
   const generated = metricValue(m, 'baton_router_generation_tokens_total');
@@ -96,4 +96,94 @@ test('/metrics counts itself and stays within its label set', async () => {
   const endpoints = new Set(m.filter((s) => s.name === 'baton_router_requests_total').map((s) => s.labels.endpoint));
   for (const e of endpoints) assert.ok(!e.includes('no/such'), `raw path leaked into labels: ${e}`);
   assert.ok(metricValue(m, 'baton_router_requests_total', { api: 'http', endpoint: '/metrics', code: '200' }) >= 1);
+});
+
+// The set a vLLM operator expects (docs/operations.md, "Metrics"), on each process.
+const PROCESS_SET = ['process_cpu_seconds_total', 'process_resident_memory_bytes',
+  'process_virtual_memory_bytes', 'process_open_fds', 'process_max_fds', 'process_start_time_seconds'];
+const ROUTER_SET = ['baton_router_time_to_first_token_seconds', 'baton_router_inter_token_latency_seconds',
+  'baton_router_time_per_output_token_seconds', 'baton_router_e2e_request_latency_seconds'];
+const WORKER_GAUGES = ['baton_num_requests_running', 'baton_num_requests_waiting', 'baton_kv_cache_usage_ratio'];
+const WORKER_COUNTERS = ['baton_prefix_cache_queried_tokens_total', 'baton_prefix_cache_hit_tokens_total',
+  'baton_num_preemptions_total', 'baton_request_success_total'];
+const WORKER_HISTOGRAMS = ['baton_iteration_tokens', 'baton_request_prompt_tokens', 'baton_request_generation_tokens',
+  'baton_request_queue_time_seconds', 'baton_request_prefill_time_seconds', 'baton_request_decode_time_seconds'];
+
+// The sum of every sample named `name` whose labels include `labels`.
+const total = (samples, name, labels = {}) => samples
+  .filter((s) => s.name === name && Object.entries(labels).every(([k, v]) => s.labels[k] === v))
+  .reduce((a, s) => a + s.value, 0);
+
+function assertCommon(text, samples, who) {
+  for (const name of PROCESS_SET) assert.ok(samples.some((s) => s.name === name), `${who}: no ${name}`);
+  assert.ok(total(samples, 'process_resident_memory_bytes') > 0, `${who}: no resident memory`);
+  const info = samples.filter((s) => s.name === 'baton_build_info');
+  assert.equal(info.length, 1, `${who}: baton_build_info`);
+  assert.equal(info[0].value, 1);
+  assert.match(info[0].labels.version ?? '', /^\d+\.\d+\.\d+$/);
+  assert.ok(info[0].labels.commit, `${who}: no commit label`);
+  assert.match(text, /^# TYPE process_cpu_seconds_total counter$/m);
+}
+
+function assertModelLabelled(samples, names, model, who) {
+  for (const name of names) {
+    const of = samples.filter((s) => s.name === name || s.name.startsWith(`${name}_`));
+    assert.ok(of.length > 0, `${who}: no ${name}`);
+    for (const s of of) assert.equal(s.labels.model_name, model, `${who}: ${s.name} without model_name`);
+  }
+}
+
+test('the metrics set on the router and the colocated worker moves with the requests', async () => {
+  assert.ok(server.workerMetricsUrl, 'the banner names no worker metrics URL');
+  const scrapeWorker = async () => parseMetrics(await (await fetch(server.workerMetricsUrl)).text());
+  const routerBefore = parseMetrics((await scrape(server)).text);
+  const workerBefore = await scrapeWorker();
+  const N = 3;
+  let prompt = 0;
+  let completion = 0;
+  for (let i = 0; i < N; ++i) {
+    const r = await request(`${server.url}/v1/completions`, {
+      body: { model: MODEL_NAME, prompt: `Set ${i}: once upon a time`, max_tokens: 5, ignore_eos: true },
+    });
+    assert.equal(r.status, 200);
+    prompt += r.json.usage.prompt_tokens;
+    completion += r.json.usage.completion_tokens;
+  }
+  assert.equal(completion, 5 * N);
+  const routerText = (await scrape(server)).text;
+  const router = parseMetrics(routerText);
+  const workerText = await (await fetch(server.workerMetricsUrl)).text();
+  const worker = parseMetrics(workerText);
+
+  assertCommon(routerText, router, 'router');
+  assertCommon(workerText, worker, 'worker');
+  assertModelLabelled(router, ROUTER_SET, server.model, 'router');
+  assertModelLabelled(worker, [...WORKER_GAUGES, ...WORKER_COUNTERS, ...WORKER_HISTOGRAMS], server.model, 'worker');
+  for (const name of WORKER_HISTOGRAMS) assert.match(workerText, new RegExp(`^# TYPE ${name} histogram$`, 'm'));
+  for (const name of WORKER_COUNTERS) assert.match(workerText, new RegExp(`^# TYPE ${name} counter$`, 'm'));
+
+  const delta = (after, before, name, labels) => total(after, name, labels) - total(before, name, labels);
+  // Router: one end-to-end and one per-output-token observation per request (5 tokens each).
+  for (const name of ['baton_router_e2e_request_latency_seconds_count',
+    'baton_router_time_per_output_token_seconds_count', 'baton_router_time_to_first_token_seconds_count']) {
+    assert.equal(delta(router, routerBefore, name), N, name);
+  }
+  // e2e at least covers the first token, summed over the same requests.
+  assert.ok(delta(router, routerBefore, 'baton_router_e2e_request_latency_seconds_sum') >=
+    delta(router, routerBefore, 'baton_router_time_to_first_token_seconds_sum'));
+  // Worker: every request ended by length (ignore_eos), with the tokens usage reported.
+  assert.equal(delta(worker, workerBefore, 'baton_request_success_total', { finished_reason: 'length' }), N);
+  assert.equal(delta(worker, workerBefore, 'baton_request_success_total'), N);
+  assert.equal(delta(worker, workerBefore, 'baton_request_prompt_tokens_sum'), prompt);
+  assert.equal(delta(worker, workerBefore, 'baton_request_generation_tokens_sum'), completion);
+  for (const name of ['baton_request_queue_time_seconds_count', 'baton_request_prefill_time_seconds_count',
+    'baton_request_decode_time_seconds_count']) {
+    assert.equal(delta(worker, workerBefore, name), N, name);
+  }
+  // Each token after a request's first is computed in a step of its own.
+  assert.ok(delta(worker, workerBefore, 'baton_iteration_tokens_sum') >= completion - N);
+  const usage = total(worker, 'baton_kv_cache_usage_ratio');
+  assert.ok(usage >= 0 && usage <= 1, `KV usage ratio ${usage}`);
+  assert.ok(total(worker, 'baton_prefix_cache_hit_tokens_total') <= total(worker, 'baton_prefix_cache_queried_tokens_total'));
+  assert.equal(total(worker, 'baton_num_requests_running'), 0);
 });

@@ -51,7 +51,7 @@ double Metric(int port, const std::string& series) {
 // Waits until the router's index holds at least `blocks` blocks (events arrived).
 bool IndexHolds(const Router& r, double blocks) {
   for (int i = 0; i < 100; ++i) {
-    if (Metric(r.http_port, R"(baton_router_kv_index{quantity="blocks"})") >= blocks) return true;
+    if (Metric(r.http_port, "baton_router_kv_index_blocks") >= blocks) return true;
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
   return false;

@@ -104,6 +104,8 @@ TEST_P(DisaggProcessTest, OutputsMatchTheSingleSequencePath) {
     int max_tokens;
   } cases[] = {{40, 1, 12}, {40, 2, 12}, {17, 3, 20}, {100, 4, 8}, {16, 6, 5}, {230, 9, 10}};
   int n = 0;
+  double prompt_tokens = 0;
+  double generated_tokens = 0;
   for (const auto& c : cases) {
     const pb::GenerateRequest req = Request(StrCat("r", n++), c.prompt, c.seed, c.max_tokens);
     SCOPED_TRACE(req.request_id());
@@ -122,6 +124,8 @@ TEST_P(DisaggProcessTest, OutputsMatchTheSingleSequencePath) {
     EXPECT_EQ(got.text, want->text);
     ASSERT_FALSE(got.ids.empty());
     EXPECT_EQ(got.ids[0], pre.first_token());
+    prompt_tokens += c.prompt;
+    generated_tokens += static_cast<double>(got.ids.size());
     if (req.params().has_logprobs()) {
       EXPECT_EQ(got.logprobs.size(), got.ids.size()) << "the first token's logprob travels too";
     }
@@ -146,8 +150,32 @@ TEST_P(DisaggProcessTest, OutputsMatchTheSingleSequencePath) {
   EXPECT_EQ(baton::testing::MetricValue(sent, "baton_kv_transfer_seconds_count"), transfers);
   EXPECT_EQ(baton::testing::MetricValue(received, "baton_kv_leases_held"), 0);
   EXPECT_EQ(baton::testing::MetricValue(received, "baton_kv_pages_reserved"), 0);
-  EXPECT_EQ(baton::testing::MetricValue(received, R"(baton_engine_state{quantity="pages_used"})"),
+  const std::string model = loaded->name;
+  EXPECT_EQ(baton::testing::MetricValue(
+                received, StrCat(R"(baton_kv_cache_pages_used{model_name=")", model, R"("})")),
             0);
+
+  // The engine's set on both roles, moving with the requests: each side ended every
+  // request and saw its whole prompt; only the decode worker generated past the first token.
+  for (const std::string* text : {&sent, &received}) {
+    SCOPED_TRACE(text == &sent ? "prefill worker" : "decode worker");
+    baton::testing::ExpectWorkerMetricSet(*text, model);
+    EXPECT_EQ(baton::testing::MetricSum(*text, "baton_request_success_total"), transfers);
+    EXPECT_EQ(baton::testing::MetricSum(*text, "baton_request_prompt_tokens_sum"), prompt_tokens);
+    EXPECT_EQ(baton::testing::MetricSum(*text, "baton_request_queue_time_seconds_count"),
+              transfers);
+    EXPECT_EQ(baton::testing::MetricSum(*text, "baton_num_requests_running"), 0);
+  }
+  // The prefill side stops after its one token (max_tokens 1: "length").
+  EXPECT_EQ(
+      baton::testing::MetricSum(sent, "baton_request_success_total", R"(finished_reason="length")"),
+      transfers);
+  EXPECT_EQ(baton::testing::MetricSum(sent, "baton_request_generation_tokens_sum"), transfers);
+  EXPECT_EQ(baton::testing::MetricSum(received, "baton_request_generation_tokens_sum"),
+            generated_tokens);
+  // The prefill worker computed every prompt token it did not hold cached, in its steps.
+  EXPECT_GE(baton::testing::MetricSum(sent, "baton_iteration_tokens_sum"),
+            prompt_tokens - baton::testing::MetricSum(sent, "baton_prefix_cache_hit_tokens_total"));
 }
 
 TEST_P(DisaggProcessTest, RefusalsAreCleanErrors) {

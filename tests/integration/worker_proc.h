@@ -58,7 +58,7 @@ struct WorkerProc {
       return;
     }
     target = m[1].str();
-    if (std::regex_search(line, m, std::regex(R"(metrics :(\d+))"))) {
+    if (std::regex_search(line, m, std::regex(R"(metrics http://\S+:(\d+)/metrics)"))) {
       metrics_port = std::stoi(m[1].str());
     }
     stub = baton::internal::v1::Worker::NewStub(
@@ -119,6 +119,65 @@ inline double MetricValue(const std::string& text, const std::string& series) {
     ++at;
   }
   return -1;
+}
+
+// The sum of every sample named exactly `name` (any labels) whose line contains `label`
+// (for example finished_reason="length"); 0 when there is none.
+inline double MetricSum(const std::string& text, const std::string& name,
+                        const std::string& label = "") {
+  double sum = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;
+    const char next = line[name.size()];
+    if (next != ' ' && next != '{') continue;
+    if (!label.empty() && line.find(label) == std::string::npos) continue;
+    sum += std::stod(line.substr(line.rfind(' ') + 1));
+  }
+  return sum;
+}
+
+// A worker's engine metrics (docs/operations.md, "Metrics"), and what every process serves.
+inline const std::vector<std::string> kWorkerEngineMetrics = {
+    "baton_num_requests_running",          "baton_num_requests_waiting",
+    "baton_kv_cache_usage_ratio",          "baton_prefix_cache_queried_tokens_total",
+    "baton_prefix_cache_hit_tokens_total", "baton_num_preemptions_total",
+    "baton_request_success_total",         "baton_iteration_tokens",
+    "baton_request_prompt_tokens",         "baton_request_generation_tokens",
+    "baton_request_queue_time_seconds",    "baton_request_prefill_time_seconds",
+    "baton_request_decode_time_seconds"};
+inline const std::vector<std::string> kProcessMetrics = {"baton_build_info",
+                                                         "process_cpu_seconds_total",
+                                                         "process_resident_memory_bytes",
+                                                         "process_virtual_memory_bytes",
+                                                         "process_open_fds",
+                                                         "process_max_fds",
+                                                         "process_start_time_seconds"};
+
+// Every metric of the worker set is there, each of its samples labelled model_name=`model`;
+// the process metrics too; the KV usage ratio is in [0, 1].
+inline void ExpectWorkerMetricSet(const std::string& text, const std::string& model) {
+  for (const std::string& name : kProcessMetrics) {
+    EXPECT_NE(text.find("\n# TYPE " + name + " "), std::string::npos) << name;
+  }
+  const std::string label = "model_name=\"" + model + "\"";
+  for (const std::string& name : kWorkerEngineMetrics) {
+    EXPECT_NE(text.find("\n# TYPE " + name + " "), std::string::npos) << name;
+    std::istringstream lines(text);
+    int samples = 0;
+    for (std::string line; std::getline(lines, line);) {
+      if (line.rfind(name, 0) != 0 || line[0] == '#') continue;
+      const char next = line.size() > name.size() ? line[name.size()] : ' ';
+      if (next != '{' && next != '_' && next != ' ') continue;
+      ++samples;
+      EXPECT_NE(line.find(label), std::string::npos) << line;
+    }
+    EXPECT_GT(samples, 0) << name;
+  }
+  const double usage = MetricSum(text, "baton_kv_cache_usage_ratio");
+  EXPECT_GE(usage, 0);
+  EXPECT_LE(usage, 1);
+  EXPECT_GT(MetricSum(text, "process_resident_memory_bytes"), 0);
 }
 
 // Children of `parent`, from /proc/*/stat: a group leader's ranks.

@@ -47,6 +47,17 @@ TEST(MetricsTest, LatencyBucketsSpanOneMillisecondToOneMinute) {
   EXPECT_EQ(std::adjacent_find(buckets.begin(), buckets.end()), buckets.end());
 }
 
+TEST(MetricsTest, EveryRenderingCarriesBuildInfoAndProcessMetrics) {
+  prometheus::Registry empty;
+  const std::string text = RenderMetrics(empty);
+  EXPECT_THAT(text, HasSubstr("# TYPE baton_build_info gauge"));
+  EXPECT_THAT(text,
+              ::testing::ContainsRegex(
+                  R"(baton_build_info\{commit="[^"]+",version="[0-9]+\.[0-9]+\.[0-9]+"\} 1)"));
+  EXPECT_THAT(text, HasSubstr("# TYPE process_cpu_seconds_total counter"));
+  EXPECT_THAT(text, HasSubstr("process_resident_memory_bytes "));
+}
+
 TEST(MetricsTest, ContentTypeIsTheTextFormat) {
   EXPECT_EQ(kMetricsContentType, "text/plain; version=0.0.4; charset=utf-8");
 }
