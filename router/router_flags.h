@@ -15,6 +15,7 @@ struct RouterFlags {
   std::string model;  // where the tokenizer and chat template come from
   std::string tokenizer;
   std::string served_model_name;
+  std::string chat_template;  // --chat-template: a Jinja file replacing the model's template
   std::string host = "127.0.0.1";
   int port = 8000;
   int grpc_port = 50051;

@@ -34,9 +34,10 @@ struct RouterOptions {
   std::string worker = "127.0.0.1:50061";
   std::string prefill_workers;
   std::string decode_workers;
-  dispatch::PoolOptions pool;     // placement policy, KV index, failover, health polls
-  std::string tokenizer;          // model directory, .gguf or tokenizer.json
-  std::string served_model_name;  // empty: the worker's model id
+  dispatch::PoolOptions pool;      // placement policy, KV index, failover, health polls
+  std::string tokenizer;           // model directory, .gguf or tokenizer.json
+  std::string served_model_name;   // empty: the worker's model id
+  std::string chat_template_file;  // empty: the tokenizer config's chat_template
   std::string host = "127.0.0.1";
   int http_port = 8000;   // 0: any free port
   int grpc_port = 50051;  // 0: any free port; -1: no gRPC API

@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 
+#include "common/log.h"
 #include "common/secret_token.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
@@ -68,11 +69,11 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
   const LocalCluster::Pool decode{flags.decode,
                                   or_default(flags.decode_tp, flags.worker.tensor_parallel_size),
                                   or_default(flags.decode_pp, flags.worker.pipeline_parallel_size)};
-  std::fprintf(stderr,
-               "baton serve: starting %d prefill (tp=%d pp=%d) and %d decode (tp=%d pp=%d) "
-               "workers for %s\n",
-               prefill.workers, prefill.tensor_parallel, prefill.pipeline_parallel, decode.workers,
-               decode.tensor_parallel, decode.pipeline_parallel, flags.worker.model.c_str());
+  LogInfo(
+      "baton serve: starting %d prefill (tp=%d pp=%d) and %d decode (tp=%d pp=%d) "
+      "workers for %s",
+      prefill.workers, prefill.tensor_parallel, prefill.pipeline_parallel, decode.workers,
+      decode.tensor_parallel, decode.pipeline_parallel, flags.worker.model.c_str());
   std::filesystem::path token_file;
   if (options.pool.auth->open()) {
     const std::string token = RandomToken();
@@ -125,10 +126,9 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
     std::lock_guard<std::mutex> lock(give_up_mu);
     why = give_up_why;
   }
-  std::fprintf(stderr, "baton serve: %s, draining\n",
-               !why.empty()       ? why.c_str()
-               : signal == SIGINT ? "SIGINT"
-                                  : "SIGTERM");
+  LogInfo("baton serve: %s, draining", !why.empty()       ? why.c_str()
+                                       : signal == SIGINT ? "SIGINT"
+                                                          : "SIGTERM");
   router->Shutdown(absl::Seconds(5));
   cluster->Stop();
   if (!why.empty()) return absl::UnavailableError(StrCat(why, "; its error is above"));
@@ -151,7 +151,7 @@ absl::Status Run(ServeFlags flags) {
     BATON_RETURN_IF_ERROR(worker::CheckGpuWorker(split));
     return RunSplit(std::move(flags), std::move(options));
   }
-  std::fprintf(stderr, "baton serve: loading %s\n", flags.worker.model.c_str());
+  LogInfo("baton serve: loading %s", flags.worker.model.c_str());
   if (options.pool.auth->open())
     options.pool.auth = service::InternalAuth::WithToken(RandomToken());
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerRuntime> worker,
@@ -164,7 +164,7 @@ absl::Status Run(ServeFlags flags) {
               router->http_port(), options.host.c_str(), router->grpc_port(), worker->port());
   std::fflush(stdout);
   const int signal = WaitForStopSignal();
-  std::fprintf(stderr, "baton serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  LogInfo("baton serve: %s, draining", signal == SIGINT ? "SIGINT" : "SIGTERM");
   router->Shutdown(absl::Seconds(5));
   worker->Shutdown(absl::Seconds(1));
   return absl::OkStatus();
@@ -178,7 +178,7 @@ void AddServeCommand(CLI::App& app) {
   f->worker.model = BATON_DEFAULT_MODEL;
   CLI::App* cmd = app.add_subcommand(
       "serve", "Serve a model locally: OpenAI-compatible HTTP and gRPC, until Ctrl-C");
-  cmd->add_option("--model", f->worker.model,
+  cmd->add_option("model,--model", f->worker.model,
                   "A .gguf file or a Hugging Face model directory (default: the bundled model)")
       ->envname("BATON_MODEL");
   router::AddRouterFlags(cmd, &f->router, /*with_model=*/false);
