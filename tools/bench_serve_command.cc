@@ -317,7 +317,9 @@ void AddBenchCommand(CLI::App& app) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--model", f->model,
                   "Model name sent with each request (default: HTTP asks /v1/models for the "
-                  "first; gRPC sends none, meaning the served model)");
+                  "first; gRPC sends none, meaning the served model)")
+      // A name, not the path BATON_MODEL holds for the servers (common/cli_setup.h).
+      ->envname("BATON_BENCH_MODEL");
   cmd->add_option("--api-key", f->api_key,
                   "Sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY)")
       ->envname("BATON_API_KEY");
