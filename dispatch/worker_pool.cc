@@ -10,6 +10,7 @@
 #include <cstdio>
 
 #include "absl/strings/numbers.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "dispatch/kv_event_feed.h"
@@ -166,8 +167,8 @@ void WorkerPool::Refresh() {
       if (slots_[i]->source != static_cast<int>(s)) continue;
       const bool listed = std::binary_search(now.begin(), now.end(), client(i)->target());
       if (state(i).gone.exchange(!listed) != !listed) {
-        std::fprintf(stderr, "baton-router: worker %s %s %s\n", client(i)->target().c_str(),
-                     listed ? "is listed again by" : "left", src.host.c_str());
+        LogInfo("baton-router: worker %s %s %s", client(i)->target().c_str(),
+                listed ? "is listed again by" : "left", src.host.c_str());
         if (!listed) index_->ForgetWorker(static_cast<routing::WorkerId>(i));
       }
     }
@@ -178,11 +179,11 @@ void WorkerPool::Refresh() {
       }
       if (known) continue;
       if (Add(t, src.role, static_cast<int>(s)) == routing::kNoWorker) {
-        std::fprintf(stderr, "baton-router: %s lists more workers than the %d a router serves\n",
-                     src.host.c_str(), routing::kMaxIndexedWorkers);
+        LogWarn("baton-router: %s lists more workers than the %d a router serves", src.host.c_str(),
+                routing::kMaxIndexedWorkers);
         break;
       }
-      std::fprintf(stderr, "baton-router: worker %s joined from %s\n", t.c_str(), src.host.c_str());
+      LogInfo("baton-router: worker %s joined from %s", t.c_str(), src.host.c_str());
     }
   }
 }
@@ -235,8 +236,8 @@ void WorkerPool::PollOnce() {
       }
     }
     if (st.healthy.exchange(ok) != ok) {
-      std::fprintf(stderr, "baton-router: worker %s is %s\n", client(i)->target().c_str(),
-                   ok ? "back" : "down; routing around it");
+      LogWarn("baton-router: worker %s is %s", client(i)->target().c_str(),
+              ok ? "back" : "down; routing around it");
     }
     if (metrics_ != nullptr) metrics_->SetWorkerHealthy(client(i)->target(), ok);
   }
@@ -254,14 +255,13 @@ bool WorkerPool::CheckModel(size_t i, absl::Duration timeout) {
     // Blocks hashed for another model or block size would never match: refuse the worker
     // (and say so once, not at every poll).
     if (state(i).model_refused.exchange(true)) return false;
-    std::fprintf(stderr,
-                 "baton-router: worker %s serves model '%s' with block size %lld (hash spec %u); "
-                 "this pool serves '%s' with %lld (spec %d). Not routing to it; restart it "
-                 "with the pool's model and --block-size\n",
-                 client(i)->target().c_str(), info->model_id().c_str(),
-                 static_cast<long long>(info->block_size()), info->block_hash_spec_version(),
-                 model_id_.c_str(), static_cast<long long>(block_size_),
-                 kvcache::kBlockHashSpecVersion);
+    LogError(
+        "baton-router: worker %s serves model '%s' with block size %lld (hash spec %u); "
+        "this pool serves '%s' with %lld (spec %d). Not routing to it; restart it "
+        "with the pool's model and --block-size",
+        client(i)->target().c_str(), info->model_id().c_str(),
+        static_cast<long long>(info->block_size()), info->block_hash_spec_version(),
+        model_id_.c_str(), static_cast<long long>(block_size_), kvcache::kBlockHashSpecVersion);
     return false;
   }
   state(i).model_checked.store(true);

@@ -131,6 +131,12 @@ absl::StatusOr<std::unique_ptr<Engine>> Engine::Create(const LoadedModel* model,
   sc.max_batched_tokens = options.max_batched_tokens;
   sc.max_prefill_chunk = options.max_prefill_chunk;
   sc.max_model_len = config.max_position_embeddings;
+  if (options.max_model_len > config.max_position_embeddings || options.max_model_len < 0) {
+    return absl::InvalidArgumentError(StrCat(
+        "--max-model-len is ", options.max_model_len, "; the model's context is ",
+        config.max_position_embeddings, " tokens (max_position_embeddings): give at most that"));
+  }
+  if (options.max_model_len > 0) sc.max_model_len = options.max_model_len;
   BATON_RETURN_IF_ERROR(ValidateSchedulerConfig(sc));
   if (options.threads < 0) {
     return absl::InvalidArgumentError(StrCat("threads is ", options.threads, "; it must be >= 0"));

@@ -70,6 +70,7 @@ struct EngineOptions {
   int64_t max_waiting = 4096;         // queued requests; more is an overload error
   int64_t max_batched_tokens = 2048;  // tokens per step
   int64_t max_prefill_chunk = 512;    // prompt tokens per sequence per step
+  int64_t max_model_len = 0;          // prompt + output tokens; 0: max_position_embeddings
   std::string model_id;               // for block hashes; defaults to the model's name
   SamplingLimits sampling_limits;
   // Tests only: a pause after every step with work, so that a short prompt takes long

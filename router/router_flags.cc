@@ -7,13 +7,17 @@ namespace baton::router {
 
 void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
   if (with_model) {
-    cmd->add_option("--model", f->model,
+    cmd->add_option("model,--model", f->model,
                     "The served model's directory or .gguf (its tokenizer and chat template)")
         ->required()
         ->envname("BATON_MODEL");
   }
   cmd->add_option("--tokenizer", f->tokenizer, "Tokenizer to use instead of --model's")
       ->envname("BATON_TOKENIZER");
+  cmd->add_option("--chat-template", f->chat_template,
+                  "A Jinja chat template file, for models that ship none (or to replace "
+                  "theirs)")
+      ->check(CLI::ExistingFile);
   cmd->add_option("--served-model-name", f->served_model_name,
                   "Model name clients use (default: the worker's model name)")
       ->envname("BATON_SERVED_MODEL_NAME");
@@ -158,6 +162,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   }
   o.served_model_name = f.served_model_name;
   o.histogram_buckets = f.histogram_buckets;
+  o.chat_template_file = f.chat_template;
   o.host = f.host;
   o.http_port = f.port;
   o.grpc_port = f.grpc_port;

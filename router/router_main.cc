@@ -7,12 +7,14 @@
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <optional>
 
 #include "CLI/CLI.hpp"
+#include "common/cli_setup.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
 #include "common/strings.h"
-#include "common/yaml_config.h"
 #include "router/router_flags.h"
 #include "router/router_server.h"
 
@@ -26,7 +28,7 @@ absl::Status Run(const baton::router::RouterFlags& flags) {
       options.decode_workers.empty()
           ? options.worker
           : baton::StrCat("decode ", options.decode_workers, ", prefill ", options.prefill_workers);
-  std::fprintf(stderr, "baton-router: waiting for the worker at %s\n", worker.c_str());
+  baton::LogInfo("baton-router: waiting for the worker at %s", worker.c_str());
   BATON_ASSIGN_OR_RETURN(auto router, baton::router::RouterServer::Start(options));
   // The first stdout line says where it listens (scripts and tests read the ports here).
   std::printf("baton-router: serving %s on %s://%s:%d (gRPC %s:%d), worker %s\n",
@@ -34,7 +36,7 @@ absl::Status Run(const baton::router::RouterFlags& flags) {
               router->http_port(), options.host.c_str(), router->grpc_port(), worker.c_str());
   std::fflush(stdout);
   const int signal = baton::WaitForStopSignal();
-  std::fprintf(stderr, "baton-router: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  baton::LogInfo("baton-router: %s, draining", signal == SIGINT ? "SIGINT" : "SIGTERM");
   router->Drain(absl::Seconds(flags.shutdown_grace_seconds));
   return absl::OkStatus();
 }
@@ -44,14 +46,12 @@ absl::Status Run(const baton::router::RouterFlags& flags) {
 int main(int argc, char** argv) {
   try {
     CLI::App app{"baton-router: the OpenAI-compatible HTTP and baton.v1 gRPC front door"};
-    app.config_formatter(std::make_shared<baton::YamlConfig>());
-    app.set_config("--config", "", "YAML file with flag values (flag: value)")
-        ->envname("BATON_CONFIG");
+    baton::BeginCli(&app, "baton-router");
     baton::router::RouterFlags flags;
     baton::router::AddRouterFlags(&app, &flags, /*with_model=*/true);
     baton::router::AddWorkerListFlags(&app, &flags);
     baton::router::AddRouterMetricsFlags(&app, &flags);
-    CLI11_PARSE(app, argc, argv);
+    if (std::optional<int> exit = baton::ParseCli(&app, argc, argv)) return *exit;
     absl::Status status = Run(flags);
     if (!status.ok()) {
       std::cerr << "baton-router: " << status.message() << "\n";

@@ -31,10 +31,11 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   BATON_ASSIGN_OR_RETURN(
       r->pool_, dispatch::WorkerPool::Create(options.worker, options.prefill_workers,
                                              options.decode_workers, options.pool, &r->metrics_));
-  BATON_ASSIGN_OR_RETURN(r->model_,
-                         frontdoor::ServedModel::Load(options.tokenizer, options.served_model_name,
-                                                      r->pool_->primary(), options.worker_wait,
-                                                      options.parse_special_in_content));
+  BATON_ASSIGN_OR_RETURN(
+      r->model_,
+      frontdoor::ServedModel::Load(options.tokenizer, options.served_model_name,
+                                   r->pool_->primary(), options.worker_wait,
+                                   options.parse_special_in_content, options.chat_template_file));
   r->pool_->Start(r->model_->worker_info().model_id(), r->model_->worker_info().block_size());
   // Before either API listens: every request finds its latency series.
   r->metrics_.SetModel(r->model_->name(), buckets);

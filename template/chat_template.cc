@@ -115,7 +115,9 @@ absl::StatusOr<ChatTemplate> ChatTemplate::FromTokenizerConfig(const nlohmann::j
     }
     auto it = config.find("chat_template");
     if (it == config.end() || it->is_null()) {
-      return absl::NotFoundError("chat template: tokenizer config has no chat_template");
+      return absl::NotFoundError(
+          "chat template: tokenizer config has no chat_template; give a Jinja template file "
+          "with --chat-template FILE");
     }
     if (it->is_string()) {
       if (!name.empty() && name != "default") {

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "absl/strings/numbers.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "nlohmann/json.hpp"
@@ -98,10 +99,9 @@ class Progress {
     if (tenth == last_tenth_ && elapsed_s - last_print_s_ < 5.0 && done != total_) return;
     last_tenth_ = tenth;
     last_print_s_ = elapsed_s;
-    std::fprintf(stderr, "bench: %lld/%lld done (%lld failed), %.1f s, %.2f req/s\n",
-                 static_cast<long long>(done), static_cast<long long>(total_),
-                 static_cast<long long>(failed), elapsed_s,
-                 elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0.0);
+    LogInfo("bench: %lld/%lld done (%lld failed), %.1f s, %.2f req/s", static_cast<long long>(done),
+            static_cast<long long>(total_), static_cast<long long>(failed), elapsed_s,
+            elapsed_s > 0 ? static_cast<double>(done) / elapsed_s : 0.0);
   }
 
  private:
@@ -120,12 +120,11 @@ void PrintErrors(const std::vector<RequestResult>& results) {
   std::vector<std::pair<int64_t, std::string>> sorted;
   for (auto& [error, n] : counts) sorted.emplace_back(n, error);
   std::sort(sorted.rbegin(), sorted.rend());
-  std::fprintf(stderr, "bench: failures by reason:\n");
+  LogWarn("bench: failures by reason:");
   for (size_t i = 0; i < sorted.size() && i < 5; ++i) {
-    std::fprintf(stderr, "  %lld x %s\n", static_cast<long long>(sorted[i].first),
-                 sorted[i].second.c_str());
+    LogWarn("  %lld x %s", static_cast<long long>(sorted[i].first), sorted[i].second.c_str());
   }
-  if (sorted.size() > 5) std::fprintf(stderr, "  ... and %zu more\n", sorted.size() - 5);
+  if (sorted.size() > 5) LogWarn("  ... and %zu more", sorted.size() - 5);
 }
 
 std::string Now() {
@@ -221,14 +220,13 @@ absl::Status Run(const BenchServeFlags& f) {
   if (!f.quiet) {
     int64_t exact = 0;
     for (const BenchPrompt& p : prompts) exact += p.text_is_exact ? 1 : 0;
-    std::fprintf(stderr, "bench: %lld %s prompts, %s; backend %s, model %s\n",
-                 static_cast<long long>(prompts.size()), f.dataset.c_str(),
-                 tok ? StrCat("token counts exact (", exact, " also as text)").c_str()
-                     : "approximate lengths (random words; give --tokenizer for exact tokens)",
-                 f.backend.c_str(), model.empty() ? "(server default)" : model.c_str());
-    std::fprintf(stderr, "bench: request rate %g/s, burstiness %g, max concurrency %s\n",
-                 f.request_rate, f.burstiness,
-                 f.max_concurrency > 0 ? StrCat(f.max_concurrency).c_str() : "unlimited");
+    LogInfo("bench: %lld %s prompts, %s; backend %s, model %s",
+            static_cast<long long>(prompts.size()), f.dataset.c_str(),
+            tok ? StrCat("token counts exact (", exact, " also as text)").c_str()
+                : "approximate lengths (random words; give --tokenizer for exact tokens)",
+            f.backend.c_str(), model.empty() ? "(server default)" : model.c_str());
+    LogInfo("bench: request rate %g/s, burstiness %g, max concurrency %s", f.request_rate,
+            f.burstiness, f.max_concurrency > 0 ? StrCat(f.max_concurrency).c_str() : "unlimited");
   }
   if (!f.no_test_request) {
     RequestResult test = client->Send(prompts[0]);
@@ -236,7 +234,7 @@ absl::Status Run(const BenchServeFlags& f) {
       return absl::UnavailableError(StrCat("the test request failed: ", test.error,
                                            " (skip this check with --no-test-request)"));
     }
-    if (!f.quiet) std::fprintf(stderr, "bench: test request ok, starting the benchmark\n");
+    if (!f.quiet) LogInfo("bench: test request ok, starting the benchmark");
   }
 
   Progress progress(static_cast<int64_t>(prompts.size()));
@@ -319,7 +317,9 @@ void AddBenchCommand(CLI::App& app) {
       ->check(CLI::Range(1, 64));
   cmd->add_option("--model", f->model,
                   "Model name sent with each request (default: HTTP asks /v1/models for the "
-                  "first; gRPC sends none, meaning the served model)");
+                  "first; gRPC sends none, meaning the served model)")
+      // A name, not the path BATON_MODEL holds for the servers (common/cli_setup.h).
+      ->envname("BATON_BENCH_MODEL");
   cmd->add_option("--api-key", f->api_key,
                   "Sent as 'Authorization: Bearer KEY' (default: $OPENAI_API_KEY)")
       ->envname("BATON_API_KEY");

@@ -12,6 +12,7 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_split.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "common/thread_pool.h"
@@ -23,6 +24,7 @@
 #include "kernels/cpu/matmul.h"
 #include "nlohmann/json.hpp"
 #include "template/chat_prompt.h"
+#include "template/chat_template_file.h"
 #include "worker/worker_runtime.h"
 
 namespace baton::tools {
@@ -33,6 +35,7 @@ struct GenerateFlags {
   std::string prompt;
   bool chat = false;
   std::string system;
+  std::string chat_template;
   bool no_special = false;
   int64_t max_tokens = 128;
   double temperature = 1.0;
@@ -145,6 +148,10 @@ absl::Status Run(const GenerateFlags& flags) {
   std::string text = flags.prompt;
   bool add_special = !flags.no_special;
   if (flags.chat) {
+    if (!flags.chat_template.empty()) {
+      BATON_RETURN_IF_ERROR(
+          templating::UseChatTemplateFile(flags.chat_template, &loaded.tokenizer.config));
+    }
     nlohmann::ordered_json messages = nlohmann::ordered_json::array();
     if (!flags.system.empty()) messages.push_back({{"role", "system"}, {"content", flags.system}});
     messages.push_back({{"role", "user"}, {"content", flags.prompt}});
@@ -230,14 +237,14 @@ absl::Status Run(const GenerateFlags& flags) {
   } else {
     std::cout << "\n";
     if (!flags.quiet) {
-      std::fprintf(stderr,
-                   "[%s] prompt %zu tokens, generated %zu (%s); prefill %.1f tok/s, decode %.1f "
-                   "tok/s, %d threads, %s kernels\n",
-                   loaded.name.c_str(), result.prompt_ids.size(), result.output_ids.size(),
-                   result.finish_reason.c_str(),
-                   t.prefill_seconds > 0 ? result.prompt_ids.size() / t.prefill_seconds : 0.0,
-                   decoded > 0 && t.decode_seconds > 0 ? decoded / t.decode_seconds : 0.0,
-                   threads.num_threads(), cpu::ActiveIsa());
+      LogInfo(
+          "[%s] prompt %zu tokens, generated %zu (%s); prefill %.1f tok/s, decode %.1f "
+          "tok/s, %d threads, %s kernels",
+          loaded.name.c_str(), result.prompt_ids.size(), result.output_ids.size(),
+          result.finish_reason.c_str(),
+          t.prefill_seconds > 0 ? result.prompt_ids.size() / t.prefill_seconds : 0.0,
+          decoded > 0 && t.decode_seconds > 0 ? decoded / t.decode_seconds : 0.0,
+          threads.num_threads(), cpu::ActiveIsa());
     }
   }
   return absl::OkStatus();
@@ -249,13 +256,16 @@ void AddGenerateCommand(CLI::App& app) {
   auto f = std::make_shared<GenerateFlags>();
   CLI::App* cmd = app.add_subcommand(
       "generate", "Generate text from a prompt on the CPU, streaming it to stdout");
-  cmd->add_option("--model", f->model, "A .gguf file or a Hugging Face model directory")
+  cmd->add_option("model,--model", f->model, "A .gguf file or a Hugging Face model directory")
       ->required()
       ->envname("BATON_MODEL");
   cmd->add_option("--prompt", f->prompt, "The prompt text")->required();
   cmd->add_flag("--chat", f->chat,
                 "Send the prompt as a user message through the model's chat template");
   cmd->add_option("--system", f->system, "With --chat, a system message first");
+  cmd->add_option("--chat-template", f->chat_template,
+                  "With --chat, a Jinja chat template file, for models that ship none")
+      ->check(CLI::ExistingFile);
   cmd->add_flag("--no-special", f->no_special, "Do not add BOS/EOS to the prompt");
   cmd->add_option("--max-tokens", f->max_tokens, "Tokens to generate at most")
       ->envname("BATON_MAX_TOKENS");

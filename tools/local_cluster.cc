@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <regex>
 
+#include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
 
@@ -40,6 +41,8 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
                                 StrCat(f.max_batched_tokens),
                                 "--max-prefill-chunk",
                                 StrCat(f.max_prefill_chunk),
+                                "--max-model-len",
+                                StrCat(f.max_model_len),
                                 "--kv-lease-seconds",
                                 StrCat(f.kv_lease_seconds),
                                 "--max-reserved-share-per-caller",
@@ -150,8 +153,8 @@ absl::StatusOr<LocalCluster::Process> LocalCluster::Spawn(const worker::WorkerFl
   }
   p.flags = flags;
   p.started = absl::Now();
-  std::fprintf(stderr, "baton serve: %s worker at %s (pid %d)\n", role.c_str(), p.target.c_str(),
-               static_cast<int>(p.process->pid()));
+  LogInfo("baton serve: %s worker at %s (pid %d)", role.c_str(), p.target.c_str(),
+          static_cast<int>(p.process->pid()));
   return p;
 }
 
@@ -175,11 +178,11 @@ void LocalCluster::SuperviseLoop(int max_failed_starts) {
       if (!status || stopping_.load()) continue;
       // A worker that ran a minute was healthy: its next restart is quick again.
       if (absl::Now() - p.started > absl::Minutes(1)) p.backoff = absl::Milliseconds(500);
-      std::fprintf(stderr,
-                   "baton serve: the %s worker at %s (pid %d) exited with status %d; starting it "
-                   "again in %.1f s\n",
-                   p.role.c_str(), p.target.c_str(), static_cast<int>(p.process->pid()), *status,
-                   absl::ToDoubleSeconds(p.backoff));
+      LogWarn(
+          "baton serve: the %s worker at %s (pid %d) exited with status %d; starting it "
+          "again in %.1f s",
+          p.role.c_str(), p.target.c_str(), static_cast<int>(p.process->pid()), *status,
+          absl::ToDoubleSeconds(p.backoff));
       if (!SleepUnlessStopping(p.backoff)) return;
       p.backoff = std::min(p.backoff * 2, absl::Seconds(30));
       // The same ports again, so that the router's address and Prometheus's target stay right.
@@ -187,7 +190,7 @@ void LocalCluster::SuperviseLoop(int max_failed_starts) {
           Spawn(p.flags, p.role, absl::Minutes(10), p.port, p.metrics_port, &stopping_);
       if (stopping_.load()) return;
       if (!again.ok()) {
-        std::fprintf(stderr, "baton serve: %s\n", std::string(again.status().message()).c_str());
+        LogError("baton serve: %s", std::string(again.status().message()).c_str());
         if (++p.failed_starts >= max_failed_starts) {
           if (on_give_up_) {
             on_give_up_(StrCat("the ", p.role, " worker at ", p.target, " failed to start ",

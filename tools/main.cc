@@ -2,10 +2,10 @@
 // BATON_* environment variables, then a YAML file given with --config, in that order.
 #include <exception>
 #include <iostream>
-#include <memory>
+#include <optional>
 
 #include "CLI/CLI.hpp"
-#include "common/yaml_config.h"
+#include "common/cli_setup.h"
 #include "tools/bench_serve_command.h"
 #include "tools/generate_command.h"
 #include "tools/plan_command.h"
@@ -18,9 +18,7 @@ int main(int argc, char** argv) {
   try {
     CLI::App app{"baton: serve, run and inspect large language models"};
     app.require_subcommand(1);
-    app.config_formatter(std::make_shared<baton::YamlConfig>());
-    app.set_config("--config", "", "YAML file with flag values (flag: value)")
-        ->envname("BATON_CONFIG");
+    baton::BeginCli(&app, "baton");
     baton::tools::AddGenerateCommand(app);
     baton::tools::AddTokenizeCommand(app);
     baton::tools::AddSynthModelCommand(app);
@@ -28,8 +26,7 @@ int main(int argc, char** argv) {
     baton::tools::AddBenchCommand(app);
     baton::tools::AddServeCommand(app);
     baton::tools::AddPlanCommand(app);
-    CLI11_PARSE(app, argc, argv);
-    return 0;
+    return baton::ParseCli(&app, argc, argv).value_or(0);
   } catch (const std::exception& e) {
     // Subcommands report their own errors; this is the last line of defence.
     std::cerr << "baton: " << e.what() << "\n";

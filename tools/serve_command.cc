@@ -13,6 +13,7 @@
 #include <string>
 
 #include "common/install_paths.h"
+#include "common/log.h"
 #include "common/secret_token.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
@@ -69,11 +70,11 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
   const LocalCluster::Pool decode{flags.decode,
                                   or_default(flags.decode_tp, flags.worker.tensor_parallel_size),
                                   or_default(flags.decode_pp, flags.worker.pipeline_parallel_size)};
-  std::fprintf(stderr,
-               "baton serve: starting %d prefill (tp=%d pp=%d) and %d decode (tp=%d pp=%d) "
-               "workers for %s\n",
-               prefill.workers, prefill.tensor_parallel, prefill.pipeline_parallel, decode.workers,
-               decode.tensor_parallel, decode.pipeline_parallel, flags.worker.model.c_str());
+  LogInfo(
+      "baton serve: starting %d prefill (tp=%d pp=%d) and %d decode (tp=%d pp=%d) "
+      "workers for %s",
+      prefill.workers, prefill.tensor_parallel, prefill.pipeline_parallel, decode.workers,
+      decode.tensor_parallel, decode.pipeline_parallel, flags.worker.model.c_str());
   std::filesystem::path token_file;
   if (options.pool.auth->open()) {
     const std::string token = RandomToken();
@@ -128,10 +129,9 @@ absl::Status RunSplit(ServeFlags flags, router::RouterOptions options) {
     std::lock_guard<std::mutex> lock(give_up_mu);
     why = give_up_why;
   }
-  std::fprintf(stderr, "baton serve: %s, draining\n",
-               !why.empty()       ? why.c_str()
-               : signal == SIGINT ? "SIGINT"
-                                  : "SIGTERM");
+  LogInfo("baton serve: %s, draining", !why.empty()       ? why.c_str()
+                                       : signal == SIGINT ? "SIGINT"
+                                                          : "SIGTERM");
   // The router drains first: once it has, the workers have nothing left to finish.
   router->Drain(absl::Seconds(flags.router.shutdown_grace_seconds));
   cluster->Stop();
@@ -156,7 +156,7 @@ absl::Status Run(ServeFlags flags) {
     BATON_RETURN_IF_ERROR(worker::CheckGpuWorker(split));
     return RunSplit(std::move(flags), std::move(options));
   }
-  std::fprintf(stderr, "baton serve: loading %s\n", flags.worker.model.c_str());
+  LogInfo("baton serve: loading %s", flags.worker.model.c_str());
   if (options.pool.auth->open())
     options.pool.auth = service::InternalAuth::WithToken(RandomToken());
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<worker::WorkerRuntime> worker,
@@ -173,7 +173,7 @@ absl::Status Run(ServeFlags flags) {
   std::printf("\n");
   std::fflush(stdout);
   const int signal = WaitForStopSignal();
-  std::fprintf(stderr, "baton serve: %s, draining\n", signal == SIGINT ? "SIGINT" : "SIGTERM");
+  LogInfo("baton serve: %s, draining", signal == SIGINT ? "SIGINT" : "SIGTERM");
   router->Drain(absl::Seconds(flags.router.shutdown_grace_seconds));
   worker->Shutdown(absl::Seconds(1));
   return absl::OkStatus();
@@ -188,7 +188,7 @@ void AddServeCommand(CLI::App& app) {
   f->worker.model = DefaultModelPath();
   CLI::App* cmd = app.add_subcommand(
       "serve", "Serve a model locally: OpenAI-compatible HTTP and gRPC, until Ctrl-C");
-  cmd->add_option("--model", f->worker.model,
+  cmd->add_option("model,--model", f->worker.model,
                   StrCat("A .gguf file or a Hugging Face model directory (default: the bundled "
                          "model, ",
                          f->worker.model, ")"))

@@ -111,7 +111,9 @@ void AddTokenizeCommand(CLI::App& app) {
   cmd->add_flag("--no-special", flags->no_special, "Add no BOS/EOS tokens");
   cmd->add_flag("--no-parse-special", flags->no_parse_special,
                 "Treat the text of special tokens (e.g. <|eot_id|>) as plain text");
-  cmd->add_flag("--decode", flags->decode, "Read ids on stdin and print their text");
+  // Not BATON_DECODE: that is `baton serve --decode`, a count of workers.
+  cmd->add_flag("--decode", flags->decode, "Read ids on stdin and print their text")
+      ->envname("BATON_TOKENIZE_DECODE");
   cmd->add_flag("--keep-special", flags->keep_special,
                 "With --decode, print special tokens instead of skipping them");
   cmd->add_flag("--chat", flags->chat,

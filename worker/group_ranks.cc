@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <thread>
 
+#include "common/log.h"
 #include "common/mapped_file.h"
 #include "common/secret_token.h"
 #include "common/status.h"
@@ -70,8 +71,8 @@ absl::StatusOr<std::unique_ptr<GroupRanks>> GroupRanks::Start(const WorkerFlags&
     if (f.check_weights) args.emplace_back("--check-weights");
     BATON_ASSIGN_OR_RETURN(auto child,
                            ChildProcess::Spawn(StrCat("group rank ", r), args, absl::Seconds(120)));
-    std::fprintf(stderr, "baton worker: group rank %d of %d started (pid %d), %s\n", r,
-                 f.group_size(), static_cast<int>(child->pid()), child->ready_line().c_str());
+    LogInfo("baton worker: group rank %d of %d started (pid %d), %s", r, f.group_size(),
+            static_cast<int>(child->pid()), child->ready_line().c_str());
     g->ranks_.push_back(std::move(child));
   }
   return g;
@@ -144,9 +145,9 @@ absl::StatusOr<std::unique_ptr<parallel::TcpStoreServer>> ServeGroupRendezvous(
                          parallel::TcpStoreServer::Start(o));
   group->address = o.host;
   group->rendezvous_timeout = kMultiHostRendezvous;
-  std::fprintf(stderr, "baton worker: group leader: waiting up to %d min at %s for ranks 1 to %d\n",
-               static_cast<int>(kMultiHostRendezvous.count()), f.group_leader.c_str(),
-               f.group_size() - 1);
+  LogInfo("baton worker: group leader: waiting up to %d min at %s for ranks 1 to %d",
+          static_cast<int>(kMultiHostRendezvous.count()), f.group_leader.c_str(),
+          f.group_size() - 1);
   return server;
 }
 
@@ -209,8 +210,8 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
     // Reach the leader first: a wrong token or address fails now, not after the load.
     BATON_ASSIGN_OR_RETURN(std::string token,
                            ReadTokenFile(f.auth.token_file, "--internal-token-file"));
-    std::fprintf(stderr, "%s: group rank %d: meeting the leader at %s\n", name.c_str(), g.rank,
-                 f.group_leader.c_str());
+    LogInfo("%s: group rank %d: meeting the leader at %s", name.c_str(), g.rank,
+            f.group_leader.c_str());
     BATON_ASSIGN_OR_RETURN(
         std::unique_ptr<parallel::TcpStore> tcp,
         parallel::TcpStore::Connect(f.group_leader, token, kMultiHostRendezvous));

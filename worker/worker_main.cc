@@ -6,18 +6,20 @@
 #include <exception>
 #include <iostream>
 #include <memory>
+#include <optional>
 
+#include "common/cli_setup.h"
 #include "common/host_port.h"
+#include "common/log.h"
 #include "common/shutdown_grace.h"
 #include "common/status.h"
 #include "common/stop_signals.h"
-#include "common/yaml_config.h"
 #include "worker/group_ranks.h"
 
 namespace baton::worker {
 
 void AddWorkerFlags(CLI::App* cmd, WorkerFlags* f, const std::string& fixed_role) {
-  cmd->add_option("--model", f->model, "A .gguf file or a Hugging Face model directory")
+  cmd->add_option("model,--model", f->model, "A .gguf file or a Hugging Face model directory")
       ->required()
       ->envname("BATON_MODEL");
   cmd->add_option("--host", f->host, "Address to listen on")->envname("BATON_HOST");
@@ -43,19 +45,18 @@ void AddWorkerFlags(CLI::App* cmd, WorkerFlags* f, const std::string& fixed_role
 absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
   if (flags.group_rank > 0) return RunGroupRank(flags, name);
   BlockStopSignals();  // before any thread starts, so that only the wait below sees them
-  std::fprintf(stderr, "%s: loading %s\n", name.c_str(), flags.model.c_str());
+  LogInfo("%s: loading %s", name.c_str(), flags.model.c_str());
   BATON_ASSIGN_OR_RETURN(std::shared_ptr<const service::InternalAuth> auth,
                          service::InternalAuth::Load(flags.auth));
   BATON_ASSIGN_OR_RETURN(std::unique_ptr<WorkerRuntime> worker, WorkerRuntime::Start(flags, auth));
   if (auth->open()) {
-    std::fprintf(stderr,
-                 "%s: the internal API on %s is open to anyone who can reach it; give "
-                 "--internal-token-file (or --tls-cert, --tls-key, --tls-ca) to require a "
-                 "credential\n",
-                 name.c_str(), HostPort(flags.host, worker->port()).c_str());
+    LogWarn(
+        "%s: the internal API on %s is open to anyone who can reach it; give "
+        "--internal-token-file (or --tls-cert, --tls-key, --tls-ca) to require a "
+        "credential",
+        name.c_str(), HostPort(flags.host, worker->port()).c_str());
   } else {
-    std::fprintf(stderr, "%s: internal calls need the %s\n", name.c_str(),
-                 auth->Describe().c_str());
+    LogInfo("%s: internal calls need the %s", name.c_str(), auth->Describe().c_str());
   }
   // With --port 0 the system picks the port; this line says which.
   std::printf("%s: serving %s on %s (%lld %s KV pages of %lld tokens), role %s", name.c_str(),
@@ -74,7 +75,7 @@ absl::Status RunWorker(const WorkerFlags& flags, const std::string& name) {
   std::fflush(stdout);
 
   const int signal = WaitForStopSignal();
-  std::fprintf(stderr, "%s: %s, stopping\n", name.c_str(), signal == SIGINT ? "SIGINT" : "SIGTERM");
+  LogInfo("%s: %s, stopping", name.c_str(), signal == SIGINT ? "SIGINT" : "SIGTERM");
   // Calls in flight get the grace; those left then end UNAVAILABLE, saying why, and the
   // router continues their streams elsewhere. (With a client still connected, gRPC 1.51's
   // sync server always waits out the last second.)
@@ -86,12 +87,10 @@ int RoleWorkerMain(const std::string& name, const std::string& role, const std::
                    int argc, char** argv) {
   try {
     CLI::App app{about, name};
-    app.config_formatter(std::make_shared<YamlConfig>());
-    app.set_config("--config", "", "YAML file with flag values (flag: value)")
-        ->envname("BATON_CONFIG");
+    BeginCli(&app, name);
     WorkerFlags flags;
     AddWorkerFlags(&app, &flags, role);
-    CLI11_PARSE(app, argc, argv);
+    if (std::optional<int> exit = ParseCli(&app, argc, argv)) return *exit;
     absl::Status status = RunWorker(flags, name);
     if (!status.ok()) {
       std::cerr << name << ": " << status.message() << "\n";

@@ -9,11 +9,13 @@
 #include <utility>
 
 #include "common/host_port.h"
+#include "common/log.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "engine/parallel/worker_group.h"
 #include "grpcpp/ext/proto_server_reflection_plugin.h"
 #include "grpcpp/health_check_service_interface.h"
+#include "model/load_progress.h"
 #include "model/weight_check.h"
 #include "parallel/store.h"
 #include "service/metrics.h"
@@ -39,6 +41,26 @@ absl::StatusOr<int64_t> ParseBytes(const std::string& text, std::string_view fla
                                              "KiB, MiB or GiB (e.g. 4GiB)"));
   }
   return static_cast<int64_t>(std::stoll(text.substr(0, digits))) << shift;
+}
+
+// What the loaded model leaves for requests, once: how many sequences of the longest
+// allowed length fit at once tells an operator whether --max-model-len and the KV budget
+// suit the load.
+void LogCapacity(const engine::LoadedModel& loaded, const engine::Engine& engine) {
+  const int64_t pages = engine.num_kv_pages();
+  const int64_t block = engine.scheduler_config().block_size;
+  const int64_t tokens = pages * block;
+  const int64_t max_len = engine.scheduler_config().max_model_len;
+  // A sequence holds whole pages: max_len tokens take ceil(max_len / block) of them.
+  const int64_t pages_per_sequence = (max_len + block - 1) / block;
+  LogInfo(
+      "%s ready: weights %.1f MiB; KV cache %lld pages of %lld tokens (%.1f "
+      "MiB) = %lld tokens; %lld sequences of max-model-len %lld fit",
+      loaded.name, static_cast<double>(loaded.model->weight_bytes()) / (1 << 20),
+      static_cast<long long>(pages), static_cast<long long>(block),
+      static_cast<double>(pages * engine.kv_layout().page_bytes()) / (1 << 20),
+      static_cast<long long>(tokens), static_cast<long long>(pages / pages_per_sequence),
+      static_cast<long long>(max_len));
 }
 
 }  // namespace
@@ -104,12 +126,16 @@ void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
   cmd->add_option("--kv-cache-fraction", f->kv_cache_fraction,
                   "Fraction of available memory for the KV cache when no size is given");
   cmd->add_option("--block-size", f->block_size, "Tokens per KV page");
-  cmd->add_option("--max-running", f->max_running, "Sequences decoding together");
+  cmd->add_option("--max-running,--max-num-seqs", f->max_running, "Sequences decoding together");
   cmd->add_option("--max-waiting", f->max_waiting,
                   "Queued requests before new ones get RESOURCE_EXHAUSTED");
-  cmd->add_option("--max-batched-tokens", f->max_batched_tokens, "Tokens per engine step");
+  cmd->add_option("--max-batched-tokens,--max-num-batched-tokens", f->max_batched_tokens,
+                  "Tokens per engine step");
   cmd->add_option("--max-prefill-chunk", f->max_prefill_chunk,
                   "Prompt tokens per sequence per step");
+  cmd->add_option("--max-model-len", f->max_model_len,
+                  "Prompt plus output tokens per sequence (0: the model's context length)")
+      ->check(CLI::Range(int64_t{0}, int64_t{1} << 30));
   cmd->add_flag("--no-prefix-cache", f->no_prefix_cache, "Do not reuse cached prompt blocks");
   // Hidden (no group): for tests that must interrupt a prompt midway.
   cmd->add_option("--debug-step-delay-ms", f->debug_step_delay_ms)
@@ -264,6 +290,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
   options.max_waiting = flags.max_waiting;
   options.max_batched_tokens = flags.max_batched_tokens;
   options.max_prefill_chunk = flags.max_prefill_chunk;
+  options.max_model_len = flags.max_model_len;
   options.debug_step_delay = std::chrono::milliseconds(flags.debug_step_delay_ms);
   BATON_ASSIGN_OR_RETURN(const service::HistogramBuckets buckets,
                          service::HistogramBuckets::Parse(flags.histogram_buckets));
@@ -276,6 +303,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
 
   model::OpenOptions open;
   open.use_mmap = !flags.no_mmap;
+  open.progress = model::LogLoadProgress(flags.model);
   // Only prefill and decode workers take part in KV transfers: a colocated worker opens no
   // UCX listener at all (the router never pairs it with a prefill worker), unless its pool
   // is to come from UCX.
@@ -304,8 +332,8 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
       absl::StatusOr<std::unique_ptr<transport::RegisteredRegion>> region =
           transport::RegisteredRegion::Allocate(*self->ucx_, bytes);
       if (!region.ok()) {
-        std::fprintf(stderr, "baton worker: UCX could not allocate the KV pool (%s); mapping it\n",
-                     std::string(region.status().message()).c_str());
+        LogWarn("baton worker: UCX could not allocate the KV pool (%s); mapping it",
+                std::string(region.status().message()).c_str());
         return nullptr;  // the engine maps its own
       }
       self->pool_region_ = *std::move(region);
@@ -372,6 +400,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
   w->metrics_.SetModel(
       w->engine_->options().model_id.empty() ? w->loaded_.name : w->engine_->options().model_id,
       buckets, w->engine_->scheduler_config().max_model_len);
+  LogCapacity(w->loaded_, *w->engine_);
   // A colocated worker takes no part in KV transfers; a split group's ranks each move their
   // own slice (docs/parallel.md, "KV transfers with groups").
   const bool takes_transfers = flags.role != "colocated";
@@ -451,8 +480,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
     w->health_watch_ = std::thread([self] {
       while (!self->stopping_.load()) {
         if (absl::Status h = self->engine_->health(); !h.ok()) {
-          std::fprintf(stderr, "baton worker: %s; the group is NOT_SERVING\n",
-                       std::string(h.message()).c_str());
+          LogError("baton worker: %s; the group is NOT_SERVING", std::string(h.message()).c_str());
           self->health_->Set("", grpc::health::v1::HealthCheckResponse::NOT_SERVING);
           self->health_->Set("baton.internal.v1.Worker",
                              grpc::health::v1::HealthCheckResponse::NOT_SERVING);

@@ -47,6 +47,7 @@ struct WorkerFlags {
   int64_t max_waiting = 4096;
   int64_t max_batched_tokens = 2048;
   int64_t max_prefill_chunk = 512;
+  int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
   bool no_prefix_cache = false;
   bool no_mmap = false;
   double shutdown_grace_seconds = kDefaultShutdownGraceSeconds;  // `baton worker`, baton-*

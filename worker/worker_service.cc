@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/log.h"
 #include "common/strings.h"
 #include "kvcache/block_hash.h"
 #include "kvcache/kv_event_proto.h"
@@ -389,9 +390,9 @@ class WorkerService::WorkerImpl final
     if (!done.ok()) {
       // Operators see why a transfer failed here; the router sees the status.
       if (done.status().code() != absl::StatusCode::kCancelled) {
-        std::fprintf(stderr, "baton worker: prefill of '%s' for %s failed: %s\n",
-                     req->request().request_id().c_str(), req->decode_worker().c_str(),
-                     std::string(done.status().message()).c_str());
+        LogWarn("baton worker: prefill of '%s' for %s failed: %s",
+                req->request().request_id().c_str(), req->decode_worker().c_str(),
+                std::string(done.status().message()).c_str());
       }
       return ToGrpcStatus(done.status());
     }

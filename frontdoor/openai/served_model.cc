@@ -11,6 +11,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "template/chat_prompt.h"
+#include "template/chat_template_file.h"
 #include "tokenizer/special_text_mask.h"
 
 namespace baton::frontdoor {
@@ -34,14 +35,16 @@ size_t MaxPromptBytes(const tokenizer::Tokenizer& t, int64_t max_model_len) {
 
 }  // namespace
 
-absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(const std::string& tokenizer_path,
-                                                               const std::string& served_name,
-                                                               dispatch::WorkerClient* worker,
-                                                               absl::Duration wait,
-                                                               bool parse_special_in_content) {
+absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
+    const std::string& tokenizer_path, const std::string& served_name,
+    dispatch::WorkerClient* worker, absl::Duration wait, bool parse_special_in_content,
+    const std::string& chat_template_file) {
   auto m = std::unique_ptr<ServedModel>(new ServedModel());
   m->parse_special_in_content_ = parse_special_in_content;
   BATON_ASSIGN_OR_RETURN(m->files_, tokenizer::LoadTokenizerFiles(tokenizer_path));
+  if (!chat_template_file.empty()) {
+    BATON_RETURN_IF_ERROR(templating::UseChatTemplateFile(chat_template_file, &m->files_.config));
+  }
   const absl::Time give_up = absl::Now() + wait;
   absl::StatusOr<baton::internal::v1::GetModelInfoResponse> info;
   for (;;) {

@@ -26,12 +26,12 @@ class ServedModel {
   // and asks the worker for the model's facts, retrying until `wait` has passed so that a
   // router may start before its worker. `served_name` empty: the worker's model id.
   // `parse_special_in_content`: special tokens' text inside chat messages is read as
-  // control tokens, as before Baton kept it plain text (EncodeChat).
-  static absl::StatusOr<std::unique_ptr<ServedModel>> Load(const std::string& tokenizer_path,
-                                                           const std::string& served_name,
-                                                           dispatch::WorkerClient* worker,
-                                                           absl::Duration wait,
-                                                           bool parse_special_in_content = false);
+  // control tokens, as before Baton kept it plain text (EncodeChat). `chat_template_file`:
+  // a Jinja file replacing the tokenizer config's chat_template (--chat-template).
+  static absl::StatusOr<std::unique_ptr<ServedModel>> Load(
+      const std::string& tokenizer_path, const std::string& served_name,
+      dispatch::WorkerClient* worker, absl::Duration wait, bool parse_special_in_content = false,
+      const std::string& chat_template_file = "");
 
   const std::string& name() const { return name_; }
   int64_t created() const { return created_; }

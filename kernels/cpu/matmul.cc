@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/check.h"
+#include "common/log.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
 
@@ -172,10 +173,10 @@ Isa AutoIsa() {
         }
       }
       if (!known) {
-        std::fprintf(stderr,
-                     "baton: ignoring BATON_CPU_ISA=%s (want scalar, avx2, avx512 or "
-                     "avx512bf16)\n",
-                     cap);
+        LogWarn(
+            "baton: ignoring BATON_CPU_ISA=%s (want scalar, avx2, avx512 or "
+            "avx512bf16)",
+            cap);
       }
     }
     return best;

@@ -169,4 +169,18 @@ contains "--device cuda: names the flag" "--device cuda" "$err"
 contains "--device cuda: says what to do" "run with --device cpu" "$err"
 err=$(BATON_DEVICE=gpu "$baton" generate --model "$stories/hf" --prompt "x" 2>&1 >/dev/null)
 contains "BATON_DEVICE=gpu: names the choices" "not in {cpu,cuda}" "$err"
+
+# stories260K ships no chat template: --chat says to give one; with --chat-template, a
+# template that writes the message as is gives the plain prompt's tokens (no BOS).
+err=$("$baton" generate "$stories/hf" --chat --prompt "Once upon" 2>&1 >/dev/null)
+contains "--chat without a template: says to give one" "--chat-template FILE" "$err"
+printf '{%% for m in messages %%}{{ m.content }}{%% endfor %%}' > "$tmp/plain.jinja"
+check "--chat-template FILE: the template's prompt" \
+  "$("$baton" generate "$stories/hf" --prompt "Once upon" --no-special --max-tokens 1 --json |
+     json_field "d['prompt_ids']")" \
+  "$("$baton" generate "$stories/hf" --chat --chat-template "$tmp/plain.jinja" \
+       --prompt "Once upon" --max-tokens 1 --json | json_field "d['prompt_ids']")"
+printf '{%% for m in messages %%}' > "$tmp/broken.jinja"
+err=$("$baton" generate "$stories/hf" --chat --chat-template "$tmp/broken.jinja" --prompt x 2>&1)
+contains "--chat-template: a broken file is named" "$tmp/broken.jinja" "$err"
 exit $fail
