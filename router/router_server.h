@@ -40,9 +40,6 @@ struct RouterOptions {
   std::string tokenizer;                       // model directory, .gguf or tokenizer.json
   std::string served_model_name;               // empty: the worker's model id
   std::vector<std::string> histogram_buckets;  // --histogram-buckets NAME=v1,v2,...
-  dispatch::PoolOptions pool;                  // placement policy, KV index, failover, health polls
-  std::string tokenizer;                       // model directory, .gguf or tokenizer.json
-  std::string served_model_name;               // empty: the worker's model id
   std::string chat_template_file;              // empty: the tokenizer config's chat_template
   std::string host = "127.0.0.1";
   int http_port = 8000;   // 0: any free port
