@@ -52,7 +52,10 @@ baton="$b/bin/baton" launch installed
 baton="$build/bin/baton" start reference
 port=$(cat "$out/installed.port")
 [ -n "$port" ] || { cat "$out/installed.err"; fail "the installed baton serve did not start"; }
-grep -qxF "baton serve: loading $model" "$out/installed.err" ||
+# The log line ends with the path (after the logger's time and level).
+awk -v want="baton serve: loading $model" \
+  'substr($0, length($0) - length(want) + 1) == want { found = 1 } END { exit !found }' \
+  "$out/installed.err" ||
   fail "the installed baton serve did not load $model: $(cat "$out/installed.err")"
 [ -n "$(cat "$out/reference.port")" ] || { cat "$out/reference.err"; fail "the reference did not start"; }
 

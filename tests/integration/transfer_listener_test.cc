@@ -76,7 +76,8 @@ std::string NonLoopbackAddress() {
 }
 
 TEST(TransferListener, ADecodeWorkerOnLoopbackListensOnlyOnLoopback) {
-  WorkerProc decode({BATON_DECODE_BIN}, "tcp", {"--host", "127.0.0.1"});
+  // Without the metrics port (on by default, a listener of its own on --host).
+  WorkerProc decode({BATON_DECODE_BIN}, "tcp", {"--host", "127.0.0.1", "--metrics-port", "-1"});
   ASSERT_FALSE(decode.target.empty());
   const std::vector<std::string> listening = ListeningAddresses(decode.process->pid());
   EXPECT_GE(listening.size(), 2u) << "gRPC and UCX's TCP listener";
@@ -84,7 +85,8 @@ TEST(TransferListener, ADecodeWorkerOnLoopbackListensOnlyOnLoopback) {
 }
 
 TEST(TransferListener, AColocatedWorkerListensOnlyForGrpc) {
-  WorkerProc colocated({BATON_BIN, "worker"}, "tcp", {"--host", "127.0.0.1"});
+  WorkerProc colocated({BATON_BIN, "worker"}, "tcp",
+                       {"--host", "127.0.0.1", "--metrics-port", "-1"});
   ASSERT_FALSE(colocated.target.empty());
   const std::vector<std::string> listening = ListeningAddresses(colocated.process->pid());
   ASSERT_EQ(listening.size(), 1u);
@@ -94,7 +96,8 @@ TEST(TransferListener, AColocatedWorkerListensOnlyForGrpc) {
 TEST(TransferListener, TransferHostMovesOnlyTheTransferListener) {
   const std::string other = NonLoopbackAddress();
   if (other.empty()) GTEST_SKIP() << "this host has no IPv4 address outside 127.0.0.0/8";
-  WorkerProc decode({BATON_DECODE_BIN}, "tcp", {"--host", "127.0.0.1", "--transfer-host", other});
+  WorkerProc decode({BATON_DECODE_BIN}, "tcp",
+                    {"--host", "127.0.0.1", "--transfer-host", other, "--metrics-port", "-1"});
   ASSERT_FALSE(decode.target.empty());
   int loopback = 0;
   int elsewhere = 0;
