@@ -12,18 +12,7 @@ if [ ! -d "$stories/hf" ]; then
   echo "SKIP: testdata absent at $data"
   exit 77
 fi
-fail=0
-check() {  # check NAME EXPECTED ACTUAL
-  if [ "$2" == "$3" ]; then
-    echo "ok   $1"
-  else
-    echo "FAIL $1: expected [$2], got [$3]"
-    fail=1
-  fi
-}
-contains() {  # contains NAME NEEDLE HAYSTACK
-  case "$3" in *"$2"*) echo "ok   $1" ;; *) echo "FAIL $1: [$2] not in [$3]"; fail=1 ;; esac
-}
+source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }

@@ -11,15 +11,7 @@ if [ ! -f "$llama3" ] || [ ! -d "$stories" ]; then
   echo "SKIP: testdata absent at $data"
   exit 77
 fi
-fail=0
-check() {  # check NAME EXPECTED ACTUAL
-  if [ "$2" == "$3" ]; then
-    echo "ok   $1"
-  else
-    echo "FAIL $1: expected [$2], got [$3]"
-    fail=1
-  fi
-}
+source "$(dirname "$0")/check_lib.sh"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 
