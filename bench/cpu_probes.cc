@@ -16,6 +16,7 @@
 
 #include "common/check.h"
 #include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/quant_blocks.h"
 
 namespace baton::bench {
 namespace {
@@ -203,6 +204,23 @@ void FillRandomWeights(cpu::DType dtype, int64_t cols, void* data, size_t bytes,
         for (int t = 0; t < 32; t += 8) {
           const uint64_t q = rng.Next();
           std::memcpy(p + off + 2 + t, &q, 8);
+        }
+      }
+      return;
+    }
+    default: {
+      // Random bits with finite, modest f16 scales (~2^-7), block by block.
+      const cpu::BlockLayout layout = cpu::LayoutOf(dtype);
+      BATON_CHECK(cols % layout.elems == 0);
+      for (size_t off = 0; off + 8 <= bytes; off += 8) {
+        const uint64_t q = rng.Next();
+        std::memcpy(p + off, &q, 8);
+      }
+      for (size_t off = 0; off + layout.bytes <= bytes; off += layout.bytes) {
+        for (int s : layout.scale_offsets) {
+          if (s < 0) continue;
+          const uint16_t d = static_cast<uint16_t>(0x2000 | (rng.Next() & 0x3ff));
+          std::memcpy(p + off + s, &d, 2);
         }
       }
       return;

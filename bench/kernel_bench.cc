@@ -63,7 +63,8 @@ double Seconds(Clock::time_point start) {
 }
 
 DType ParseDType(const std::string& s) {
-  for (DType d : {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0}) {
+  for (int i = 0; i <= static_cast<int>(DType::kQ6_K); ++i) {
+    const auto d = static_cast<DType>(i);
     if (s == baton::cpu::DTypeName(d)) return d;
   }
   std::fprintf(stderr, "kernel_bench: unknown dtype %s\n", s.c_str());

@@ -9,24 +9,38 @@
 #include "model/gguf_config.h"
 
 namespace baton::model {
-namespace {
-
-std::optional<cpu::DType> DTypeOf(uint32_t ggml_type) {
+std::optional<cpu::DType> DTypeOfGgmlType(uint32_t ggml_type) {
   switch (ggml_type) {
     case 0:
       return cpu::DType::kF32;
     case 1:
       return cpu::DType::kF16;
+    case 2:
+      return cpu::DType::kQ4_0;
+    case 3:
+      return cpu::DType::kQ4_1;
+    case 6:
+      return cpu::DType::kQ5_0;
+    case 7:
+      return cpu::DType::kQ5_1;
     case 8:
       return cpu::DType::kQ8_0;
+    case 10:
+      return cpu::DType::kQ2_K;
+    case 11:
+      return cpu::DType::kQ3_K;
+    case 12:
+      return cpu::DType::kQ4_K;
+    case 13:
+      return cpu::DType::kQ5_K;
+    case 14:
+      return cpu::DType::kQ6_K;
     case 30:
       return cpu::DType::kBF16;
     default:
       return std::nullopt;
   }
 }
-
-}  // namespace
 
 std::string GgmlTypeName(uint32_t type) {
   // ggml's type names by id; empty for ids that were removed.
@@ -54,7 +68,7 @@ absl::StatusOr<ModelParts> LoadGgufModel(std::string_view bytes, std::string_vie
   table.reserve(file->tensors().size());
   for (const gguf::TensorInfo& t : file->tensors()) {
     TensorEntry e;
-    e.dtype = DTypeOf(t.type);
+    e.dtype = DTypeOfGgmlType(t.type);
     e.type_name = GgmlTypeName(t.type);
     // ggml lists dims innermost first; rows/cols are outermost first.
     for (auto d = t.dims.rbegin(); d != t.dims.rend(); ++d)

@@ -254,8 +254,8 @@ const char* SafetensorsDTypeName(cpu::DType dtype) {
       return "F16";
     case cpu::DType::kBF16:
       return "BF16";
-    case cpu::DType::kQ8_0:
-      break;
+    default:
+      break;  // GGUF's block-quantized types
   }
   return "?";
 }

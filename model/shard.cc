@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "kernels/cpu/quant_blocks.h"
 
 namespace baton::model {
 namespace {
@@ -45,12 +46,14 @@ class Slicer {
   // Columns [begin, begin + count) of every row.
   absl::StatusOr<cpu::MatrixRef> Cols(const cpu::MatrixRef& m, int64_t begin, int64_t count,
                                       const char* name) {
-    if (m.dtype == cpu::DType::kQ8_0 && (begin % 32 != 0 || count % 32 != 0)) {
+    const int block = cpu::LayoutOf(m.dtype).elems;
+    if (begin % block != 0 || count % block != 0) {
       return absl::InvalidArgumentError(
-          StrCat(name, " is Q8_0 (blocks of 32 columns) and the tensor-parallel slice [", begin,
-                 ", ", begin + count,
+          StrCat(name, " is ", cpu::DTypeName(m.dtype), " (blocks of ", block,
+                 " columns) and the tensor-parallel slice [", begin, ", ", begin + count,
                  ") cuts a block; choose a --tensor-parallel-size that "
-                 "gives every rank a multiple of 32 columns"));
+                 "gives every rank a multiple of ",
+                 block, " columns"));
     }
     const size_t row = cpu::RowBytes(m.dtype, m.cols);
     const size_t skip = cpu::RowBytes(m.dtype, begin);

@@ -5,6 +5,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "model/float_convert.h"
 
 namespace baton::model {
@@ -23,10 +24,9 @@ size_t ElementAlignment(cpu::DType dtype) {
     case cpu::DType::kF16:
     case cpu::DType::kBF16:
       return 2;
-    case cpu::DType::kQ8_0:
-      return 1;  // 34-byte blocks; kernels read the scale with memcpy
+    default:
+      return 1;  // blocks of 18 to 210 bytes; kernels read their scales with memcpy
   }
-  return 1;
 }
 
 class Binder {
@@ -42,10 +42,11 @@ class Binder {
     BATON_ASSIGN_OR_RETURN(const TensorEntry* t, Find(name));
     BATON_RETURN_IF_ERROR(CheckShape(name, *t, {rows, cols}, what));
     const cpu::DType dtype = *t->dtype;
-    if (dtype == cpu::DType::kQ8_0 && cols % kQ8BlockElems != 0) {
-      return Error(
-          name, *t,
-          baton::StrCat("is q8_0 with ", cols, " columns, not a multiple of the 32-value block"));
+    const int block = cpu::LayoutOf(dtype).elems;
+    if (cols % block != 0) {
+      return Error(name, *t,
+                   baton::StrCat("is ", cpu::DTypeName(dtype), " with ", cols,
+                                 " columns, not a multiple of its ", block, "-value block"));
     }
     const uint64_t expected = static_cast<uint64_t>(rows) * cpu::RowBytes(dtype, cols);
     if (t->data.size() != expected) {
@@ -65,8 +66,10 @@ class Binder {
     BATON_ASSIGN_OR_RETURN(const TensorEntry* t, Find(name));
     BATON_RETURN_IF_ERROR(CheckShape(name, *t, {n}, what));
     const cpu::DType dtype = *t->dtype;
-    if (dtype == cpu::DType::kQ8_0) {
-      return Error(name, *t, "is q8_0; vectors (norms, biases) must be f32, f16 or bf16");
+    if (cpu::IsBlockQuantized(dtype)) {
+      return Error(name, *t,
+                   baton::StrCat("is ", cpu::DTypeName(dtype),
+                                 "; vectors (norms, biases) must be f32, f16 or bf16"));
     }
     const uint64_t size = static_cast<uint64_t>(n) * (dtype == cpu::DType::kF32 ? 4 : 2);
     if (t->data.size() != size) {
@@ -100,10 +103,13 @@ class Binder {
     if (it == table_.end()) return Missing(name, "the architecture needs it");
     const TensorEntry& t = it->second;
     if (!t.dtype.has_value()) {
-      return Error(name, t,
-                   baton::StrCat("has type ", t.type_name,
-                                 ", which is not supported (supported: f32, f16, bf16",
-                                 naming_ == TensorNaming::kGguf ? ", q8_0)" : ")"));
+      return Error(
+          name, t,
+          baton::StrCat("has type ", t.type_name,
+                        ", which is not supported (supported: f32, f16, bf16",
+                        naming_ == TensorNaming::kGguf
+                            ? ", q4_0, q4_1, q5_0, q5_1, q8_0, q2_K, q3_K, q4_K, q5_K, q6_K)"
+                            : ")"));
     }
     return &t;
   }

@@ -7,6 +7,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "model/float_convert.h"
 
 namespace baton::model {
@@ -71,8 +72,8 @@ class Checker {
         bad = FirstNonFinite<uint16_t, NonFiniteBf16>(p, n);
         if (bad >= 0) value = Bf16ToF32(LoadBits<uint16_t>(p + 2 * bad));
         break;
-      case cpu::DType::kQ8_0:
-        return Q8Scales(name, m);
+      default:
+        return BlockScales(name, m);
     }
     if (bad < 0) return absl::OkStatus();
     return Error(name, baton::StrCat("(", cpu::DTypeName(m.dtype), ", [", m.rows, ", ", m.cols,
@@ -80,19 +81,26 @@ class Checker {
                                      bad / m.cols, ", column ", bad % m.cols, ")"));
   }
 
-  // Q8_0 rows are whole blocks (cols is a multiple of 32), so the matrix is one run of
-  // blocks, each an f16 scale and 32 int8 values; only the scale can be NaN or Inf.
-  absl::Status Q8Scales(const std::string& name, const cpu::MatrixRef& m) const {
+  // Quantized rows are whole blocks (cols is a multiple of the block), so the matrix is
+  // one run of blocks; of their bytes only the f16 scales can be NaN or Inf.
+  absl::Status BlockScales(const std::string& name, const cpu::MatrixRef& m) const {
+    const cpu::BlockLayout layout = cpu::LayoutOf(m.dtype);
     const char* p = static_cast<const char*>(m.data);
-    const int64_t block =
-        FirstNonFinite<uint16_t, NonFiniteF16, kQ8BlockBytes>(p, m.rows * m.cols / kQ8BlockElems);
-    if (block < 0) return absl::OkStatus();
-    const float scale = F16ToF32(LoadBits<uint16_t>(p + block * kQ8BlockBytes));
-    const int64_t first = block * kQ8BlockElems, col = first % m.cols;
-    return Error(name, baton::StrCat("(q8_0, [", m.rows, ", ", m.cols, "]) holds ", Describe(scale),
-                                     " as the scale of the block of elements ", first, "-",
-                                     first + kQ8BlockElems - 1, " (row ", first / m.cols,
-                                     ", columns ", col, "-", col + kQ8BlockElems - 1, ")"));
+    const int64_t blocks = m.rows * m.cols / layout.elems;
+    for (int64_t block = 0; block < blocks; ++block) {
+      for (int offset : layout.scale_offsets) {
+        if (offset < 0) continue;
+        const auto bits = LoadBits<uint16_t>(p + block * layout.bytes + offset);
+        if (!NonFiniteF16(bits)) continue;
+        const int64_t first = block * layout.elems, col = first % m.cols;
+        return Error(name, baton::StrCat("(", cpu::DTypeName(m.dtype), ", [", m.rows, ", ", m.cols,
+                                         "]) holds ", Describe(F16ToF32(bits)),
+                                         " as a scale of the block of elements ", first, "-",
+                                         first + layout.elems - 1, " (row ", first / m.cols,
+                                         ", columns ", col, "-", col + layout.elems - 1, ")"));
+      }
+    }
+    return absl::OkStatus();
   }
 
   // Vectors were widened to f32 at load; a NaN or Inf in the file survives that.

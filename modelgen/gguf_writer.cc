@@ -3,6 +3,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "common/gguf_file.h"
 #include "common/strings.h"
 
 namespace baton::modelgen {
@@ -101,21 +102,16 @@ void GgufWriter::AddFloat32Array(std::string_view key, const std::vector<float>&
 uint64_t GgufWriter::TensorBytes(const std::vector<uint64_t>& dims, GgufType type) {
   uint64_t n = 1;
   for (uint64_t d : dims) n *= d;
-  switch (type) {
-    case GgufType::kF32:
-      return n * 4;
-    case GgufType::kF16:
-    case GgufType::kBF16:
-      return n * 2;
-    case GgufType::kQ8_0:
-      return n / 32 * 34;
-  }
-  return 0;
+  uint64_t block_elems = 1, block_bytes = 0;
+  BATON_CHECK(gguf::GgmlTypeGeometry(static_cast<uint32_t>(type), &block_elems, &block_bytes));
+  return n / block_elems * block_bytes;
 }
 
 void GgufWriter::AddTensor(std::string_view name, std::vector<uint64_t> dims, GgufType type,
                            TensorDataFn data) {
-  BATON_CHECK(type != GgufType::kQ8_0 || (!dims.empty() && dims[0] % 32 == 0));
+  uint64_t block_elems = 1, block_bytes = 0;
+  BATON_CHECK(gguf::GgmlTypeGeometry(static_cast<uint32_t>(type), &block_elems, &block_bytes));
+  BATON_CHECK(block_elems == 1 || (!dims.empty() && dims[0] % block_elems == 0));
   const uint64_t nbytes = TensorBytes(dims, type);
   tensors_.push_back(
       Tensor{std::string(name), std::move(dims), type, nbytes, data_size_, std::move(data)});

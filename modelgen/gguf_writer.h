@@ -20,7 +20,22 @@
 
 namespace baton::modelgen {
 
-enum class GgufType : uint32_t { kF32 = 0, kF16 = 1, kQ8_0 = 8, kBF16 = 30 };
+// ggml's type ids of the types Baton writes.
+enum class GgufType : uint32_t {
+  kF32 = 0,
+  kF16 = 1,
+  kQ4_0 = 2,
+  kQ4_1 = 3,
+  kQ5_0 = 6,
+  kQ5_1 = 7,
+  kQ8_0 = 8,
+  kQ2_K = 10,
+  kQ3_K = 11,
+  kQ4_K = 12,
+  kQ5_K = 13,
+  kQ6_K = 14,
+  kBF16 = 30,
+};
 
 class GgufWriter {
  public:
@@ -35,8 +50,8 @@ class GgufWriter {
   void AddFloat32Array(std::string_view key, const std::vector<float>& values);
 
   // `dims` in ggml order: dims[0] is the contiguous one ({in, out} for a linear weight).
-  // dims[0] must be a multiple of 32 for kQ8_0. `data` must produce exactly the tensor's
-  // bytes (checked when written).
+  // dims[0] must be a multiple of the type's block (32 or 256 for the quantized types). `data` must
+  // produce exactly the tensor's bytes (checked when written).
   void AddTensor(std::string_view name, std::vector<uint64_t> dims, GgufType type,
                  TensorDataFn data);
   void AddTensorBytes(std::string_view name, std::vector<uint64_t> dims, GgufType type,

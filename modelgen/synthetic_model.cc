@@ -9,8 +9,10 @@
 #include <optional>
 #include <span>
 
+#include "common/check.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "model/float_convert.h"
 #include "model/rope_frequencies.h"
 #include "modelgen/gguf_writer.h"
@@ -158,6 +160,29 @@ void AppendRow(cpu::DType dtype, std::span<const float> row, std::string* out) {
       out->resize(at + row.size() / kQ8BlockElems * kQ8BlockBytes);
       QuantizeQ8_0(row, reinterpret_cast<uint8_t*>(out->data() + at));
       return;
+    default: {
+      // The other block-quantized types get valid blocks of pseudo-random quants and
+      // modest scales drawn from the row: not an approximation of its values, only
+      // well-formed bytes (loader tests and fuzz seeds; synth-model does not offer them).
+      const cpu::BlockLayout layout = cpu::LayoutOf(dtype);
+      const size_t blocks = row.size() / static_cast<size_t>(layout.elems);
+      out->resize(at + blocks * static_cast<size_t>(layout.bytes));
+      auto* p = reinterpret_cast<uint8_t*>(out->data() + at);
+      for (size_t b = 0; b < blocks; ++b) {
+        uint32_t bits = 0;
+        std::memcpy(&bits, &row[b * static_cast<size_t>(layout.elems)], 4);
+        for (int e = 0; e < layout.bytes; ++e) {
+          bits = bits * 1664525u + 1013904223u;
+          p[b * layout.bytes + e] = static_cast<uint8_t>(bits >> 24);
+        }
+        for (int off : layout.scale_offsets) {
+          if (off < 0) continue;
+          const uint16_t h = F32ToF16(0.002f + 0.001f * std::fabs(row[b * layout.elems]));
+          std::memcpy(p + b * layout.bytes + off, &h, 2);
+        }
+      }
+      return;
+    }
   }
 }
 
@@ -167,10 +192,7 @@ TensorDataFn Data(uint64_t seed, const Tensor* t, cpu::DType dtype, cpu::DType v
                   bool permute) {
   return [=](const std::function<void(std::string_view)>& write) {
     const uint64_t key = Mix(seed) ^ Fnv1a(t->hf_name);
-    const size_t row_bytes =
-        dtype == cpu::DType::kQ8_0
-            ? static_cast<size_t>(t->cols) / kQ8BlockElems * kQ8BlockBytes
-            : static_cast<size_t>(t->cols) * (dtype == cpu::DType::kF32 ? 4 : 2);
+    const size_t row_bytes = cpu::RowBytes(dtype, t->cols);
     const size_t chunk = std::max<size_t>(row_bytes, size_t{1} << 20);
     std::vector<float> row(static_cast<size_t>(t->cols));
     std::string buf;
@@ -350,6 +372,24 @@ uint32_t FileType(cpu::DType dtype) {  // llama.cpp's general.file_type
       return 7;
     case cpu::DType::kBF16:
       return 32;
+    case cpu::DType::kQ4_0:
+      return 2;
+    case cpu::DType::kQ4_1:
+      return 3;
+    case cpu::DType::kQ5_0:
+      return 8;
+    case cpu::DType::kQ5_1:
+      return 9;
+    case cpu::DType::kQ2_K:
+      return 10;
+    case cpu::DType::kQ3_K:
+      return 12;  // "Q3_K_M": llama.cpp has no plain Q3_K file type
+    case cpu::DType::kQ4_K:
+      return 15;  // "Q4_K_M"
+    case cpu::DType::kQ5_K:
+      return 17;  // "Q5_K_M"
+    case cpu::DType::kQ6_K:
+      return 18;
   }
   return 0;
 }
@@ -364,6 +404,24 @@ GgufType ToGguf(cpu::DType dtype) {
       return GgufType::kQ8_0;
     case cpu::DType::kBF16:
       return GgufType::kBF16;
+    case cpu::DType::kQ4_0:
+      return GgufType::kQ4_0;
+    case cpu::DType::kQ4_1:
+      return GgufType::kQ4_1;
+    case cpu::DType::kQ5_0:
+      return GgufType::kQ5_0;
+    case cpu::DType::kQ5_1:
+      return GgufType::kQ5_1;
+    case cpu::DType::kQ2_K:
+      return GgufType::kQ2_K;
+    case cpu::DType::kQ3_K:
+      return GgufType::kQ3_K;
+    case cpu::DType::kQ4_K:
+      return GgufType::kQ4_K;
+    case cpu::DType::kQ5_K:
+      return GgufType::kQ5_K;
+    case cpu::DType::kQ6_K:
+      return GgufType::kQ6_K;
   }
   return GgufType::kF32;
 }
@@ -426,7 +484,7 @@ GgufWriter GgufFile(const SyntheticModelSpec& spec, const ModelConfig& c,
     const bool permute = t.permute_heads > 0;
     if (IsVector(t)) {
       // llama.cpp keeps 1-D tensors in f32; the values are those of the HF file.
-      const cpu::DType rounded = spec.dtype == cpu::DType::kQ8_0 ? cpu::DType::kF32 : spec.dtype;
+      const cpu::DType rounded = cpu::IsBlockQuantized(spec.dtype) ? cpu::DType::kF32 : spec.dtype;
       const Tensor* tp = &t;
       w.AddTensor(t.gguf_name, {static_cast<uint64_t>(Elements(t))}, GgufType::kF32,
                   Data(spec.seed, tp, cpu::DType::kF32,
@@ -599,19 +657,21 @@ absl::StatusOr<ModelConfig> PrepareConfig(const SyntheticModelSpec& spec, bool w
     c.eos_token_ids = {static_cast<int32_t>(c.vocab_size - 1)};
   }
   BATON_RETURN_IF_ERROR(ValidateModelConfig(c, "synthetic model config"));
-  if (spec.dtype == cpu::DType::kQ8_0 &&
-      (c.hidden_size % kQ8BlockElems != 0 || c.intermediate_size % kQ8BlockElems != 0 ||
-       (c.num_heads * c.head_dim) % kQ8BlockElems != 0)) {
-    return absl::InvalidArgumentError(
-        "q8_0 needs hidden_size, intermediate_size and heads*head_dim to be multiples of 32");
+  const int block = cpu::LayoutOf(spec.dtype).elems;
+  if (c.hidden_size % block != 0 || c.intermediate_size % block != 0 ||
+      (c.num_heads * c.head_dim) % block != 0) {
+    return absl::InvalidArgumentError(baton::StrCat(
+        cpu::DTypeName(spec.dtype), " needs hidden_size, intermediate_size and heads*head_dim ",
+        "to be multiples of ", block));
   }
   return c;
 }
 
 absl::Status RefuseQ8ForHf(const SyntheticModelSpec& spec) {
-  if (spec.dtype != cpu::DType::kQ8_0) return absl::OkStatus();
-  return absl::InvalidArgumentError(
-      "q8_0 is a GGUF type; safetensors has none (write GGUF only, or pick f32/f16/bf16)");
+  if (!cpu::IsBlockQuantized(spec.dtype)) return absl::OkStatus();
+  return absl::InvalidArgumentError(baton::StrCat(
+      cpu::DTypeName(spec.dtype),
+      " is a GGUF type; safetensors has none (write GGUF only, or pick f32/f16/bf16)"));
 }
 
 bool GgufPermutes(const ModelConfig& c) { return c.architecture != "Qwen2ForCausalLM"; }

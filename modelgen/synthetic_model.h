@@ -34,7 +34,9 @@ struct SyntheticModelSpec {
   // Architecture LlamaForCausalLM or Qwen2ForCausalLM. bos/eos ids are replaced by the
   // synthetic tokenizer's <|endoftext|>.
   model::ModelConfig config = {};
-  cpu::DType dtype = cpu::DType::kBF16;  // matrices; kQ8_0 only with GGUF alone
+  // Matrices. The block-quantized types are GGUF-only; q8_0 quantizes the values, the
+  // others are well-formed random blocks, not the values (tests and fuzz seeds).
+  cpu::DType dtype = cpu::DType::kBF16;
   uint64_t seed = 0;
   bool write_hf = true;
   bool write_gguf = true;

@@ -17,6 +17,7 @@
 #include "grpcpp/health_check_service_interface.h"
 #include "model/load_progress.h"
 #include "model/weight_check.h"
+#include "model/weight_types.h"
 #include "parallel/store.h"
 #include "service/metrics.h"
 #include "transport/net_devices.h"
@@ -54,10 +55,11 @@ void LogCapacity(const engine::LoadedModel& loaded, const engine::Engine& engine
   // A sequence holds whole pages: max_len tokens take ceil(max_len / block) of them.
   const int64_t pages_per_sequence = (max_len + block - 1) / block;
   LogInfo(
-      "%s ready: weights %.1f MiB; KV cache %lld pages of %lld tokens (%.1f "
+      "%s ready: weights %.1f MiB (%s); KV cache %lld pages of %lld tokens (%.1f "
       "MiB) = %lld tokens; %lld sequences of max-model-len %lld fit",
       loaded.name, static_cast<double>(loaded.model->weight_bytes()) / (1 << 20),
-      static_cast<long long>(pages), static_cast<long long>(block),
+      model::MatrixTypeSummary(loaded.model->weights()).c_str(), static_cast<long long>(pages),
+      static_cast<long long>(block),
       static_cast<double>(pages * engine.kv_layout().page_bytes()) / (1 << 20),
       static_cast<long long>(tokens), static_cast<long long>(pages / pages_per_sequence),
       static_cast<long long>(max_len));

@@ -5,7 +5,8 @@
 set(_baton_isa_dir ${CMAKE_CURRENT_SOURCE_DIR}/cpu)
 set(_baton_avx2 -mavx2 -mfma -mf16c)
 set(_baton_avx512 ${_baton_avx2} -mavx512f -mavx512bw -mavx512vl -mavx512dq)
-set_source_files_properties(${_baton_isa_dir}/matmul.cc PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
+set_source_files_properties(${_baton_isa_dir}/matmul.cc ${_baton_isa_dir}/quant_blocks.cc
+                            PROPERTIES COMPILE_OPTIONS -ffp-contract=off)
 set_source_files_properties(${_baton_isa_dir}/matmul_avx2.cc
                             PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
 set_source_files_properties(${_baton_isa_dir}/matmul_avx512.cc

@@ -13,6 +13,7 @@
 #include "common/log.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quant_blocks.h"
 
 namespace baton::cpu {
 namespace internal {
@@ -94,6 +95,20 @@ float DotScalar(const float* x, const uint8_t* row, int64_t k) {
   return ReduceLanes(acc);
 }
 
+// Block-quantized weights: each row of W dequantized once, then the f32 dot product.
+void GemmScalarDequantized(const GemmArgs& a, int64_t j0, int64_t j1) {
+  float* w = ThreadScratch(static_cast<size_t>(a.k));
+  for (int64_t j = j0; j < j1; ++j) {
+    DequantizeBlocks(a.dtype, a.w + j * a.w_row_bytes, a.k, w);
+    for (int64_t i = 0; i < a.m; ++i) {
+      float s =
+          DotScalar<DType::kF32>(a.x + i * a.x_stride, reinterpret_cast<const uint8_t*>(w), a.k);
+      if (a.bias != nullptr) s += a.bias[j];
+      a.y[i * a.y_stride + j] = s;
+    }
+  }
+}
+
 template <DType kType>
 void GemmScalarT(const GemmArgs& a, int64_t j0, int64_t j1) {
   for (int64_t i = 0; i < a.m; ++i) {
@@ -119,7 +134,25 @@ void GemmScalar(const GemmArgs& a, int64_t j0, int64_t j1) {
       return GemmScalarT<DType::kBF16>(a, j0, j1);
     case DType::kQ8_0:
       return GemmScalarT<DType::kQ8_0>(a, j0, j1);
+    default:
+      return GemmScalarDequantized(a, j0, j1);
   }
+}
+
+float* ThreadScratch(size_t n) {
+  struct Aligned {
+    float* p = nullptr;
+    size_t size = 0;
+    ~Aligned() { std::free(p); }
+  };
+  thread_local Aligned buf;
+  if (buf.size < n) {
+    std::free(buf.p);
+    buf.size = (n + 15) / 16 * 16;
+    buf.p = static_cast<float*>(std::aligned_alloc(64, buf.size * sizeof(float)));
+    BATON_CHECK(buf.p != nullptr);
+  }
+  return buf.p;
 }
 
 const char* IsaName(Isa isa) {
@@ -215,24 +248,33 @@ const char* DTypeName(DType dtype) {
       return "bf16";
     case DType::kQ8_0:
       return "q8_0";
+    case DType::kQ4_0:
+      return "q4_0";
+    case DType::kQ4_1:
+      return "q4_1";
+    case DType::kQ5_0:
+      return "q5_0";
+    case DType::kQ5_1:
+      return "q5_1";
+    case DType::kQ2_K:
+      return "q2_K";
+    case DType::kQ3_K:
+      return "q3_K";
+    case DType::kQ4_K:
+      return "q4_K";
+    case DType::kQ5_K:
+      return "q5_K";
+    case DType::kQ6_K:
+      return "q6_K";
   }
   return "?";
 }
 
 size_t RowBytes(DType dtype, int64_t cols) {
   BATON_CHECK(cols >= 0);
-  const auto c = static_cast<size_t>(cols);
-  switch (dtype) {
-    case DType::kF32:
-      return c * 4;
-    case DType::kF16:
-    case DType::kBF16:
-      return c * 2;
-    case DType::kQ8_0:
-      BATON_CHECK(cols % 32 == 0);
-      return c / 32 * 34;
-  }
-  return 0;
+  const BlockLayout layout = LayoutOf(dtype);
+  BATON_CHECK(cols % layout.elems == 0);
+  return static_cast<size_t>(cols / layout.elems) * static_cast<size_t>(layout.bytes);
 }
 
 const char* ActiveIsa() { return internal::IsaName(internal::CurrentIsa()); }
@@ -252,13 +294,8 @@ void DequantizeRow(const MatrixRef& w, int64_t row, float* out) {
       for (int64_t c = 0; c < w.cols; ++c)
         out[c] = internal::Bf16ToFloat(internal::LoadU16(p + 2 * c));
       return;
-    case DType::kQ8_0:
-      for (int64_t b = 0; b < w.cols / 32; ++b) {
-        const uint8_t* blk = p + 34 * b;
-        const float d = internal::HalfToFloat(internal::LoadU16(blk));
-        const auto* qs = reinterpret_cast<const int8_t*>(blk + 2);
-        for (int t = 0; t < 32; ++t) out[b * 32 + t] = static_cast<float>(qs[t]) * d;
-      }
+    default:
+      DequantizeBlocks(w.dtype, p, w.cols, out);
       return;
   }
 }

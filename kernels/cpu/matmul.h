@@ -14,11 +14,28 @@
 
 namespace baton::cpu {
 
-enum class DType : uint8_t { kF32, kF16, kBF16, kQ8_0 };
+// The stored type of a weight matrix: plain floats, or one of ggml's block-quantized types
+// (quant_blocks.h: 32 values per block for Q4_0..Q8_0, 256 for the K-quants).
+enum class DType : uint8_t {
+  kF32,
+  kF16,
+  kBF16,
+  kQ8_0,
+  kQ4_0,
+  kQ4_1,
+  kQ5_0,
+  kQ5_1,
+  kQ2_K,
+  kQ3_K,
+  kQ4_K,
+  kQ5_K,
+  kQ6_K,
+};
 
-const char* DTypeName(DType dtype);  // "f32", "f16", "bf16", "q8_0"
-// Bytes of one row of `cols` elements; for kQ8_0, cols must be a multiple of 32
-// (blocks of 32 int8 with an f16 scale: 34 bytes per block).
+// "f32", "f16", "bf16", and ggml's names: "q8_0", "q4_0", ..., "q4_K", "q6_K".
+const char* DTypeName(DType dtype);
+// Bytes of one row of `cols` elements; for a block-quantized type, cols must be a
+// multiple of its block (quant_blocks.h).
 size_t RowBytes(DType dtype, int64_t cols);
 
 // A weight matrix W[rows, cols], row-major: each of the `rows` outputs owns one contiguous
@@ -59,9 +76,10 @@ void DequantizeRow(const MatrixRef& w, int64_t row, float* out);
 //
 // Numerics per ISA (each is batch invariant on its own; results differ between ISAs):
 // f32, f16 and bf16 weights are widened exactly to f32 and multiplied with f32 x by fused
-// multiply-adds; Q8_0 weights become the f32 products d*q (as DequantizeRow gives them)
-// first. On "avx512bf16", bf16 weights instead meet x rounded to bf16 (round to nearest
-// even) in vdpbf16ps, which adds a relative error of up to 2^-8 per product.
+// multiply-adds; block-quantized weights become f32 first, exactly as DequantizeRow gives
+// them, and are then multiplied as f32 weights are (bit for bit the product with the
+// dequantized matrix). On "avx512bf16", bf16 weights instead meet x rounded to bf16 (round to
+// nearest even) in vdpbf16ps, which adds a relative error of up to 2^-8 per product.
 const char* ActiveIsa();
 
 namespace internal {

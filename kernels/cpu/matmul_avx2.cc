@@ -11,6 +11,7 @@
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_tiles_inl.h"
+#include "kernels/cpu/quant_blocks_inl.h"
 
 namespace baton::cpu::internal {
 namespace {
@@ -190,6 +191,8 @@ void GemmAvx2(const GemmArgs& a, int64_t j0, int64_t j1) {
       return DriveTiles<WideningKernel<Bf16Weights>>(a, j0, j1);
     case DType::kQ8_0:
       return DriveTiles<Q8Kernel>(a, j0, j1);
+    default:
+      return DriveDequantized<WideningKernel<F32Weights>>(a, j0, j1);
   }
 }
 

@@ -48,4 +48,8 @@ Isa CurrentIsa();
 // Exact f16 -> f32 without F16C.
 float HalfToFloat(uint16_t h);
 
+// At least n floats of this thread's scratch, 64-byte aligned and kept between calls (the
+// SIMD files dequantize rows of W into it; they may not instantiate std::vector).
+float* ThreadScratch(size_t n);
+
 }  // namespace baton::cpu::internal

@@ -11,6 +11,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quant_blocks_inl.h"
 
 // The tile loops over R and C must be unrolled completely, or the accumulators live on the
 // stack instead of in registers (GCC at -O2 does not unroll them by itself).
@@ -95,6 +96,37 @@ void DriveTiles(const GemmArgs& a, int64_t j0, int64_t j1) {
         kTiles.fn[r - 1][MinI64(width, je - j) - 1](a, i, j);
       }
     }
+  }
+}
+
+// Block-quantized W: its rows are dequantized into this thread's f32 scratch, a group at a
+// time, and K (an f32-weight kernel) multiplies the group. Every output element is K's
+// arithmetic on DequantizeRow's values, however the rows are grouped, so the result is
+// bit for bit the product with the dequantized matrix. One row of x (decode): a group is
+// one wide tile, still in L1 when K reads it. Several rows: about kBlockBytes of f32,
+// dequantized once and reused by every tile of x.
+template <class K>
+void DriveDequantized(const GemmArgs& a, int64_t j0, int64_t j1) {
+  const int64_t k = a.k;
+  int64_t group = K::kWide;
+  if (a.m > 1) {
+    const int64_t fit = kBlockBytes / (4 * (k > 0 ? k : 1));
+    group = fit <= K::kWide ? K::kWide : fit / K::kWide * K::kWide;
+  }
+  group = MinI64(group, j1 - j0);
+  if (group <= 0) return;
+  float* w = ThreadScratch(static_cast<size_t>(group * k));
+  GemmArgs f = a;
+  f.dtype = DType::kF32;
+  f.w = reinterpret_cast<const uint8_t*>(w);
+  f.w_row_bytes = static_cast<size_t>(4 * k);
+  for (int64_t j = j0; j < j1; j += group) {
+    const int64_t n = MinI64(group, j1 - j);
+    for (int64_t r = 0; r < n; ++r)
+      DequantValues(a.dtype, a.w + (j + r) * a.w_row_bytes, k, w + r * k);
+    f.y = a.y + j;
+    f.bias = a.bias != nullptr ? a.bias + j : nullptr;
+    DriveTiles<K>(f, 0, n);
   }
 }
 

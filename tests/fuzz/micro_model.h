@@ -30,6 +30,16 @@ inline ModelConfig MicroConfig(std::string architecture = "LlamaForCausalLM",
   return c;
 }
 
+// The smallest shape whose rows are whole K-quant super-blocks (256 values): one layer,
+// hidden 256, 2 heads of 128, GQA 2:1, 8 tokens, untied head.
+inline ModelConfig KQuantMicroConfig() {
+  ModelConfig c = MicroConfig("LlamaForCausalLM", /*q8_compatible=*/true);
+  c.hidden_size = 256;
+  c.intermediate_size = 256;
+  c.head_dim = 128;
+  return c;
+}
+
 // config.json texts the safetensors fuzzer binds each input against.
 inline std::vector<std::string> MicroConfigJsons() {
   std::vector<std::string> out;

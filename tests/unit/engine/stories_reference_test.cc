@@ -18,9 +18,12 @@
 #include "kvcache/kv_pool.h"
 #include "model/model.h"
 #include "nlohmann/json.hpp"
+#include "test_sequence.h"
 
 namespace baton::engine {
 namespace {
+
+using testing::Sequence;
 
 const std::string kDir = std::string(BATON_TESTDATA_DIR) + "/models/stories260K";
 
@@ -34,28 +37,6 @@ nlohmann::json ReadJson(const std::string& path) {
   std::ifstream in(path);
   return nlohmann::json::parse(in);
 }
-
-// One sequence, run through the runner with its own pages.
-class Sequence {
- public:
-  Sequence(kvcache::KvPool* pool, int64_t capacity) : pool_(pool) {
-    const int64_t bs = pool->layout().block_size;
-    for (int64_t i = 0; i < (capacity + bs - 1) / bs; ++i) blocks_.push_back(*pool->Allocate());
-  }
-  ~Sequence() {
-    for (int32_t b : blocks_) pool_->Free(b);
-  }
-  SequenceInput Input(std::span<const int32_t> tokens, LogitsWanted logits) {
-    SequenceInput in{tokens, pos_, blocks_, logits};
-    pos_ += static_cast<int64_t>(tokens.size());
-    return in;
-  }
-
- private:
-  kvcache::KvPool* pool_;
-  std::vector<int32_t> blocks_;
-  int64_t pos_ = 0;
-};
 
 // The KV element type of the tests that compare with llama2.c: its cache is f32, its
 // logits are matched to 1e-4, and some greedy paths have top-2 gaps near 1e-3 (the

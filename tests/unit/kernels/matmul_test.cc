@@ -18,13 +18,18 @@
 #include "gtest/gtest.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
+#include "kernels/cpu/quant_blocks.h"
 
 namespace baton::cpu {
 namespace {
 
 using internal::Isa;
 
-constexpr DType kAllTypes[] = {DType::kF32, DType::kF16, DType::kBF16, DType::kQ8_0};
+constexpr DType kAllTypes[] = {DType::kF32,  DType::kF16,  DType::kBF16, DType::kQ8_0, DType::kQ4_0,
+                               DType::kQ4_1, DType::kQ5_0, DType::kQ5_1, DType::kQ2_K, DType::kQ3_K,
+                               DType::kQ4_K, DType::kQ5_K, DType::kQ6_K};
+
+int64_t BlockOf(DType dtype) { return LayoutOf(dtype).elems; }
 
 std::vector<Isa> SupportedIsas() {
   std::vector<Isa> out;
@@ -130,6 +135,22 @@ TestWeights MakeWeights(DType dtype, int64_t n, int64_t k, uint32_t seed) {
         }
         break;
       }
+      default: {
+        // Random quants with modest f16 scales; the exact values are the dequantized ones,
+        // which OracleDequantTest checks against llama.cpp's.
+        const BlockLayout layout = LayoutOf(dtype);
+        std::uniform_int_distribution<int> byte(0, 255);
+        for (size_t e = 0; e < row_bytes; ++e) row[e] = static_cast<uint8_t>(byte(rng));
+        for (int64_t b = 0; b < k / layout.elems; ++b) {
+          for (int off : layout.scale_offsets) {
+            if (off >= 0) PutU16(row + b * layout.bytes + off, RandomHalf(rng, -10, -6));
+          }
+        }
+        std::vector<float> values(k);
+        DequantizeBlocks(dtype, row, k, values.data());
+        for (int64_t c = 0; c < k; ++c) ex[c] = values[c];
+        break;
+      }
     }
   }
   return w;
@@ -172,6 +193,10 @@ TEST(MatMulTest, NamesAndRowBytes) {
   EXPECT_EQ(RowBytes(DType::kBF16, 7), 14u);
   EXPECT_EQ(RowBytes(DType::kQ8_0, 64), 68u);
   EXPECT_EQ(RowBytes(DType::kQ8_0, 0), 0u);
+  EXPECT_STREQ(DTypeName(DType::kQ4_K), "q4_K");
+  EXPECT_EQ(RowBytes(DType::kQ4_0, 64), 36u);
+  EXPECT_EQ(RowBytes(DType::kQ4_K, 512), 288u);
+  EXPECT_EQ(RowBytes(DType::kQ6_K, 256), 210u);
 }
 
 TEST(MatMulTest, IsaSelection) {
@@ -252,7 +277,8 @@ TEST(MatMulTest, MatchesFloat64Reference) {
   for (Isa isa : SupportedIsas()) {
     ScopedIsa scoped(isa);
     for (DType dtype : kAllTypes) {
-      const std::vector<int64_t> ks = dtype == DType::kQ8_0
+      const std::vector<int64_t> ks = BlockOf(dtype) == 256 ? std::vector<int64_t>{256, 512, 1280}
+                                      : BlockOf(dtype) == 32
                                           ? std::vector<int64_t>{32, 64, 96, 320, 1024}
                                           : std::vector<int64_t>{1, 3, 17, 33, 100, 256, 1000};
       for (int64_t k : ks) {
@@ -340,15 +366,17 @@ TEST(MatMulTest, Bf16PathRoundsXToBf16) {
   }
 }
 
-// f16, bf16 and Q8_0 weights are widened (Q8_0: d * q rounded to f32) and then run through
-// the f32 arithmetic, so they match the f32 kernel on DequantizeRow's output bit for bit.
+// f16, bf16 and the quantized types are widened (quantized: exactly as DequantizeRow gives
+// them) and then run through the f32 arithmetic, so they match the f32 kernel on
+// DequantizeRow's output bit for bit.
 TEST(MatMulTest, WidenedTypesMatchF32OnDequantizedWeights) {
   ThreadPool pool(2);
   for (Isa isa : SupportedIsas()) {
     ScopedIsa scoped(isa);
-    for (DType dtype : {DType::kF16, DType::kBF16, DType::kQ8_0}) {
-      if (UsesDpBf16(isa, dtype)) continue;
-      for (int64_t k : {32, 96, 544}) {
+    for (DType dtype : kAllTypes) {
+      if (UsesDpBf16(isa, dtype) || dtype == DType::kF32) continue;
+      const int64_t unit = std::max<int64_t>(32, BlockOf(dtype));
+      for (int64_t k : {unit, 3 * unit, 17 * unit}) {
         constexpr int64_t kN = 21;
         constexpr int64_t kM = 6;
         const TestWeights w = MakeWeights(dtype, kN, k, static_cast<uint32_t>(k));
@@ -398,9 +426,10 @@ TEST(MatMulTest, BatchInvariant) {
   for (Isa isa : SupportedIsas()) {
     ScopedIsa scoped(isa);
     for (DType dtype : kAllTypes) {
-      const std::vector<Shape> shapes = dtype == DType::kQ8_0
-                                            ? std::vector<Shape>{{37, 96}, {9, 2048}}
-                                            : std::vector<Shape>{{37, 100}, {9, 2048}};
+      const std::vector<Shape> shapes =
+          BlockOf(dtype) == 256  ? std::vector<Shape>{{37, 256}, {9, 2048}}
+          : BlockOf(dtype) == 32 ? std::vector<Shape>{{37, 96}, {9, 2048}}
+                                 : std::vector<Shape>{{37, 100}, {9, 2048}};
       for (const Shape& s : shapes) {
         const TestWeights w = MakeWeights(dtype, s.n, s.k, static_cast<uint32_t>(s.n + s.k));
         const std::vector<float> bias = RandomFloats(s.n, 3);

@@ -526,12 +526,12 @@ TEST_F(CorruptModelTest, ConfigDisagreesWithTheWeights) {
 
 TEST_F(CorruptModelTest, UnsupportedGgufTensorType) {
   absl::Status s =
-      LoadGgufModel(WithGgufType("blk.0.attn_q.weight", 2), "model.gguf").status();  // q4_0
+      LoadGgufModel(WithGgufType("blk.0.attn_q.weight", 20), "model.gguf").status();  // iq4_nl
   EXPECT_EQ(s.code(), absl::StatusCode::kInvalidArgument);
-  EXPECT_THAT(s.message(), HasSubstr("tensor 'blk.0.attn_q.weight' has type q4_0 (2), which is "
-                                     "not supported"));
+  EXPECT_THAT(s.message(), HasSubstr("tensor 'blk.0.attn_q.weight' has type iq4_nl (20), which is "
+                                     "not supported (supported: f32, f16, bf16, q4_0"));
   // An unused tensor of any type is fine: here the only complaint is the missing name.
-  std::string renamed = WithGgufType("blk.1.ffn_up.weight", 2);
+  std::string renamed = WithGgufType("blk.1.ffn_up.weight", 20);
   renamed.replace(renamed.find("blk.1.ffn_up.weight"), 19, "blk.1.ffn_zz.weight");
   EXPECT_THAT(LoadGgufModel(renamed, "model.gguf").status().message(),
               HasSubstr("tensor 'blk.1.ffn_up.weight' is missing"));

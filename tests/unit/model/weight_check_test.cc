@@ -12,6 +12,7 @@
 #include "common/gguf_file.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "model/float_convert.h"
 #include "model/gguf_loader.h"
 #include "model/hf_loader.h"
@@ -31,8 +32,11 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 SyntheticModelSpec Spec(cpu::DType dtype) {
   SyntheticModelSpec spec;
-  // Q8_0 needs in-features that are whole 32-value blocks.
-  spec.config = MicroConfig("LlamaForCausalLM", /*q8_compatible=*/dtype == cpu::DType::kQ8_0);
+  // Quantized types need in-features that are whole blocks (32 values, or 256 for the
+  // K-quants).
+  const int block = cpu::LayoutOf(dtype).elems;
+  spec.config = block == 256 ? testing::KQuantMicroConfig()
+                             : MicroConfig("LlamaForCausalLM", /*q8_compatible=*/block == 32);
   spec.dtype = dtype;
   spec.seed = 1;
   spec.name = "micro";
@@ -54,8 +58,8 @@ size_t TensorStart(const std::string& bytes, std::string_view name) {
   return file->data_offset() + t->offset;
 }
 
-// Overwrites element `index` of tensor `name`, stored as `dtype` (for q8_0: the f16 scale
-// of block `index`), with `value`.
+// Overwrites element `index` of tensor `name`, stored as `dtype` (for a quantized type:
+// the first f16 scale of block `index`), with `value`.
 void Poison(std::string* bytes, std::string_view name, cpu::DType dtype, size_t index,
             float value) {
   char* p = bytes->data() + TensorStart(*bytes, name);
@@ -64,7 +68,9 @@ void Poison(std::string* bytes, std::string_view name, cpu::DType dtype, size_t 
     return;
   }
   const uint16_t h = dtype == cpu::DType::kBF16 ? F32ToBf16(value) : F32ToF16(value);
-  std::memcpy(p + (dtype == cpu::DType::kQ8_0 ? kQ8BlockBytes : 2) * index, &h, 2);
+  const cpu::BlockLayout layout = cpu::LayoutOf(dtype);
+  if (cpu::IsBlockQuantized(dtype)) p += layout.scale_offsets[0];
+  std::memcpy(p + (cpu::IsBlockQuantized(dtype) ? layout.bytes : 2) * index, &h, 2);
 }
 
 absl::Status CheckGguf(const std::string& bytes) {
@@ -75,7 +81,8 @@ absl::Status CheckGguf(const std::string& bytes) {
 
 TEST(WeightCheckTest, FiniteWeightsPass) {
   for (cpu::DType dtype :
-       {cpu::DType::kF32, cpu::DType::kF16, cpu::DType::kBF16, cpu::DType::kQ8_0}) {
+       {cpu::DType::kF32, cpu::DType::kF16, cpu::DType::kBF16, cpu::DType::kQ8_0, cpu::DType::kQ4_0,
+        cpu::DType::kQ5_1, cpu::DType::kQ2_K, cpu::DType::kQ4_K, cpu::DType::kQ6_K}) {
     EXPECT_TRUE(CheckGguf(MicroGguf(dtype)).ok()) << cpu::DTypeName(dtype);
   }
   // The largest finite values and the smallest subnormals are finite too.
@@ -118,8 +125,17 @@ TEST(WeightCheckTest, NamesTheTensorAndElement) {
        "tensor 'blk.0.ffn_down.weight' (bf16, [8, 16]) holds +Inf at element 127 (row 7, column "
        "15)"},
       {cpu::DType::kQ8_0, "blk.0.ffn_up.weight", 1, kNaN,
-       "tensor 'blk.0.ffn_up.weight' (q8_0, [32, 32]) holds NaN as the scale of the block of "
+       "tensor 'blk.0.ffn_up.weight' (q8_0, [32, 32]) holds NaN as a scale of the block of "
        "elements 32-63 (row 1, columns 0-31)"},
+      {cpu::DType::kQ4_1, "blk.0.attn_q.weight", 2, kInf,
+       "tensor 'blk.0.attn_q.weight' (q4_1, [32, 32]) holds +Inf as a scale of the block of "
+       "elements 64-95 (row 2, columns 0-31)"},
+      {cpu::DType::kQ4_K, "blk.0.ffn_up.weight", 3, kNaN,
+       "tensor 'blk.0.ffn_up.weight' (q4_K, [256, 256]) holds NaN as a scale of the block of "
+       "elements 768-1023 (row 3, columns 0-255)"},
+      {cpu::DType::kQ6_K, "blk.0.attn_k.weight", 1, -kInf,
+       "tensor 'blk.0.attn_k.weight' (q6_K, [128, 256]) holds -Inf as a scale of the block of "
+       "elements 256-511 (row 1, columns 0-255)"},
       // Vectors are widened to f32 at load, and a NaN stays one.
       {cpu::DType::kF32, "blk.0.ffn_norm.weight", 3, kNaN,
        "tensor 'blk.0.ffn_norm.weight' ([8]) holds NaN at element 3"},

@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# `baton generate` and `baton serve` on llama.cpp's quantized files as a user runs them:
+# the greedy continuation of the Q4_K_M file (and of every other type) equals llama.cpp's
+# run with f32 activations on the same weights (../shared/testdata/quantized, f32 KV
+# cache as there), and serve answers with the text generate gives.
+# usage: quantized_cli_test.sh BATON_BINARY TESTDATA_DIR
+# Exits 77 (ctest: skipped) when the shared testdata is absent.
+set -uo pipefail
+baton=$1
+data=$2/quantized
+if [ ! -f "$data/q4_k_m.gguf" ]; then
+  echo "SKIP: testdata absent at $data"
+  exit 77
+fi
+source "$(dirname "$0")/check_lib.sh"
+out=$(mktemp -d)
+trap 'kill $(cat "$out"/*.pid 2>/dev/null) 2>/dev/null; rm -rf "$out"' EXIT
+json_field() { python3 -c "import json,sys; d=json.load(sys.stdin); print($1)"; }
+
+# llama.cpp's 32 greedy ids after "Once upon a time", up to its first EOS (2), where
+# `baton generate` stops.
+expected() {  # file
+  python3 -c "
+import json
+g = json.load(open('$data/$1.json'))['prompts'][0]['greedy_dequant_f32']
+print(' '.join(map(str, g[:g.index(2) + 1] if 2 in g else g)))"
+}
+for f in q4_k_m q4_0 q5_1 q8_0 q2_k q3_k_m q4_k_s q5_k_m q6_k; do
+  want=$(expected $f)
+  n=$(echo "$want" | wc -w)
+  got=$("$baton" generate --model "$data/$f.gguf" --prompt "Once upon a time" --temperature 0 \
+        --max-tokens "$n" --kv-cache-dtype f32 --json | json_field "' '.join(map(str, d['generated_ids']))")
+  check "greedy ids of $f.gguf == llama.cpp (f32 activations)" "$want" "$got"
+done
+
+
+# serve: the OpenAI completion at temperature 0 is generate's text.
+text=$("$baton" generate --model "$data/q4_k_m.gguf" --prompt "Once upon a time" \
+       --temperature 0 --max-tokens 12 --json | json_field "repr(d['text'])")
+"$baton" serve --model "$data/q4_k_m.gguf" --port 0 --grpc-port -1 --threads 1 \
+  --kv-cache-memory 16MiB >"$out/serve.out" 2>"$out/serve.err" &
+echo $! >"$out/serve.pid"
+for _ in $(seq 1 300); do
+  grep -q "serving" "$out/serve.out" 2>/dev/null && break
+  sleep 0.1
+done
+port=$(sed -n 's/.* on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/serve.out" | head -1)
+served=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
+  -d '{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}' |
+  json_field "repr(d['choices'][0]['text'])")
+check "serve on q4_k_m.gguf == generate" "$text" "$served"
+# The ready line names the file's types, as llama.cpp's loader lists them.
+contains "ready line lists the weight types" "(q4_K 25, q6_K 5)" "$(cat "$out/serve.err" "$out/serve.out")"
+exit $fail
