@@ -22,7 +22,7 @@ options:
   --reps R          repetitions inside each llama-bench / engine_bench call (default 3)
   --prompt P        prefill length (default 512; stories260K uses --tiny-prompt)
   --decode D        decode tokens (default 64)
-  --tiny-prompt P   prefill length on stories260K, whose context is 512 (default 128)
+  --tiny-prompt P   prefill length on stories260K, trained at 512 positions (default 128)
   --models-dir DIR  where make_peer_models.sh wrote the files
                     (default build/bench-models/peers)
   --only REGEX      only the files whose name matches (e.g. '135m|stories')
@@ -103,6 +103,7 @@ elif [[ $quick == 0 ]]; then
 fi
 
 name_of() { basename "$1" .gguf; }
+built() { date -u -r "$1" +%FT%TZ; }  # a binary's modification time
 
 busy_share() {  # share of all CPUs busy over the next second (/proc/stat), as a percentage
   local a b
@@ -148,7 +149,7 @@ PY
 run_baton() {  # round file
   local r=$1 f=$2 n p log what
   n=$(name_of "$f"); p=$(prompt_for "$f"); log=$results/baton-$n-r$r.txt
-  settle "round $r Baton $n"
+  settle "round $r Baton $n (engine_bench $(built "$engine_bench"))"
   if "$engine_bench" --model "$f" --threads "$threads" --prompt-tokens "$p" \
       --decode-tokens "$decode" --reps "$reps" > "$log" 2>&1; then
     # The row under the header "model dtype 2MiB decode tok/s GB/s % bound [..] % peak prompt
@@ -184,6 +185,7 @@ run_l2c() {  # round: llama2.c at $threads and at 1 OpenMP thread, best of 5 run
 
 echo "results: $results" >&2
 load_start=$(cut -d' ' -f1-3 /proc/loadavg)
+eb_start=$(built "$engine_bench")
 start=$(date -u +%FT%TZ)
 for ((r = 1; r <= rounds; r++)); do
   for f in "${files[@]}"; do
@@ -201,12 +203,15 @@ for ((r = 1; r <= rounds; r++)); do
 done
 end=$(date -u +%FT%TZ)
 load_end=$(cut -d' ' -f1-3 /proc/loadavg)
+eb_end=$(built "$engine_bench")
 
 cpu=$(grep -m1 'model name' /proc/cpuinfo | sed 's/^model name[[:space:]]*: //')
 flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c|avx512(f|bw|vl|_bf16|_vnni|_fp16)|avx_vnni|amx_(tile|bf16|int8))$' | tr '\n' ' ')
 {
   echo "CPU: $cpu, $(nproc) cpus; flags: ${flags% }"
-  echo "Baton ISA path: $(cat "$results/baton-isa" 2>/dev/null || echo unknown); engine_bench: $engine_bench"
+  echo "Baton ISA path: $(cat "$results/baton-isa" 2>/dev/null || echo unknown); engine_bench: $engine_bench, built $eb_start"
+  [[ $eb_start == "$eb_end" ]] ||
+    echo "WARNING: engine_bench was rebuilt during the run (now $eb_end); calls.log says which call ran which"
   echo "llama.cpp: $(cat "$(dirname "$llama_bench")/../PEER_VERSION" 2>/dev/null || echo unknown)"
   [[ $use_l2c == 1 ]] && echo "llama2.c: $(cat "$l2c_run.PEER_VERSION" 2>/dev/null || echo unknown)"
   echo "threads $threads, $rounds round(s), $reps repetition(s) per call; $start to $end; load average $load_start -> $load_end"
