@@ -11,7 +11,6 @@
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_tiles_inl.h"
-#include "kernels/cpu/quant_blocks_inl.h"
 
 namespace baton::cpu::internal {
 namespace {
@@ -192,7 +191,7 @@ void GemmAvx2(const GemmArgs& a, int64_t j0, int64_t j1) {
     case DType::kQ8_0:
       return DriveTiles<Q8Kernel>(a, j0, j1);
     default:
-      return DriveDequantized<WideningKernel<F32Weights>>(a, j0, j1);
+      return DriveDequantized<WideningKernel<F32Weights>, DequantRowAvx2>(a, j0, j1);
   }
 }
 

@@ -11,7 +11,6 @@
 
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/matmul_tiles_inl.h"
-#include "kernels/cpu/quant_blocks_inl.h"
 #include "kernels/cpu/reduce_avx512_inl.h"
 
 namespace baton::cpu::internal {
@@ -166,7 +165,7 @@ void GemmAvx512(const GemmArgs& a, int64_t j0, int64_t j1) {
     case DType::kQ8_0:
       return DriveTiles<Q8Kernel>(a, j0, j1);
     default:
-      return DriveDequantized<WideningKernel<F32Weights>>(a, j0, j1);
+      return DriveDequantized<WideningKernel<F32Weights>, DequantRowAvx512>(a, j0, j1);
   }
 }
 

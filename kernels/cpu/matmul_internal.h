@@ -36,6 +36,11 @@ void GemmAvx2(const GemmArgs& a, int64_t j0, int64_t j1);
 void GemmAvx512(const GemmArgs& a, int64_t j0, int64_t j1);
 void GemmAvx512Bf16(const GemmArgs& a, int64_t j0, int64_t j1);  // bf16 weights only
 
+// n values (whole blocks) of a block-quantized row to f32, exactly as DequantizeBlocks,
+// compiled for each ISA (quant_dequant_<isa>.cc).
+void DequantRowAvx2(DType dtype, const uint8_t* src, int64_t n, float* out);
+void DequantRowAvx512(DType dtype, const uint8_t* src, int64_t n, float* out);
+
 // Rows [r0, r1) of x to bf16 (round to nearest even), padded with zeros to `padded_k`
 // columns (a multiple of 32). Needs avx512bf16.
 void PackBf16Avx512Bf16(const float* x, int64_t x_stride, int64_t r0, int64_t r1, int64_t k,

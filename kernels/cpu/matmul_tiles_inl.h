@@ -11,7 +11,6 @@
 #include <cstdint>
 
 #include "kernels/cpu/matmul_internal.h"
-#include "kernels/cpu/quant_blocks_inl.h"
 
 // The tile loops over R and C must be unrolled completely, or the accumulators live on the
 // stack instead of in registers (GCC at -O2 does not unroll them by itself).
@@ -105,7 +104,7 @@ void DriveTiles(const GemmArgs& a, int64_t j0, int64_t j1) {
 // bit for bit the product with the dequantized matrix. One row of x (decode): a group is
 // one wide tile, still in L1 when K reads it. Several rows: about kBlockBytes of f32,
 // dequantized once and reused by every tile of x.
-template <class K>
+template <class K, void (*kDequantRow)(DType, const uint8_t*, int64_t, float*)>
 void DriveDequantized(const GemmArgs& a, int64_t j0, int64_t j1) {
   const int64_t k = a.k;
   int64_t group = K::kWide;
@@ -123,7 +122,7 @@ void DriveDequantized(const GemmArgs& a, int64_t j0, int64_t j1) {
   for (int64_t j = j0; j < j1; j += group) {
     const int64_t n = MinI64(group, j1 - j);
     for (int64_t r = 0; r < n; ++r)
-      DequantValues(a.dtype, a.w + (j + r) * a.w_row_bytes, k, w + r * k);
+      kDequantRow(a.dtype, a.w + (j + r) * a.w_row_bytes, k, w + r * k);
     f.y = a.y + j;
     f.bias = a.bias != nullptr ? a.bias + j : nullptr;
     DriveTiles<K>(f, 0, n);

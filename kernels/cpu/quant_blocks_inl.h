@@ -45,7 +45,7 @@ inline uint32_t U32At(const uint8_t* p) {
   return v;
 }
 
-inline void DequantQ4_0(const uint8_t* b, float* y) {
+inline void DequantQ4_0(const uint8_t* __restrict b, float* __restrict y) {
   const float d = HalfAt(b);
   const uint8_t* qs = b + 2;
   for (int j = 0; j < 16; ++j) {
@@ -54,7 +54,7 @@ inline void DequantQ4_0(const uint8_t* b, float* y) {
   }
 }
 
-inline void DequantQ4_1(const uint8_t* b, float* y) {
+inline void DequantQ4_1(const uint8_t* __restrict b, float* __restrict y) {
   const float d = HalfAt(b), m = HalfAt(b + 2);
   const uint8_t* qs = b + 4;
   for (int j = 0; j < 16; ++j) {
@@ -63,7 +63,7 @@ inline void DequantQ4_1(const uint8_t* b, float* y) {
   }
 }
 
-inline void DequantQ5_0(const uint8_t* b, float* y) {
+inline void DequantQ5_0(const uint8_t* __restrict b, float* __restrict y) {
   const float d = HalfAt(b);
   const uint32_t qh = U32At(b + 2);
   const uint8_t* qs = b + 6;
@@ -75,7 +75,7 @@ inline void DequantQ5_0(const uint8_t* b, float* y) {
   }
 }
 
-inline void DequantQ5_1(const uint8_t* b, float* y) {
+inline void DequantQ5_1(const uint8_t* __restrict b, float* __restrict y) {
   const float d = HalfAt(b), m = HalfAt(b + 2);
   const uint32_t qh = U32At(b + 4);
   const uint8_t* qs = b + 8;
@@ -87,26 +87,28 @@ inline void DequantQ5_1(const uint8_t* b, float* y) {
   }
 }
 
-inline void DequantQ8_0(const uint8_t* b, float* y) {
+inline void DequantQ8_0(const uint8_t* __restrict b, float* __restrict y) {
   const float d = HalfAt(b);
   const auto* qs = reinterpret_cast<const int8_t*>(b + 2);
   for (int j = 0; j < 32; ++j) y[j] = static_cast<float>(qs[j]) * d;
 }
 
-inline void DequantQ2_K(const uint8_t* b, float* y) {
+inline void DequantQ2_K(const uint8_t* __restrict b, float* __restrict y) {
   const uint8_t* scales = b;
-  const uint8_t* q = b + 16;
   const float d = HalfAt(b + 80), dmin = HalfAt(b + 82);
-  int is = 0;
-  for (int half = 0; half < 2; ++half, q += 32) {
-    for (int shift = 0; shift < 8; shift += 2) {
+  // Each half of 128 values reads 32 bytes of 2-bit quants four times (bits 2j); each
+  // pass gives two runs of 16 values with their own 4-bit scale and minimum.
+  for (int half = 0; half < 2; ++half) {
+    const uint8_t* q = b + 16 + 32 * half;
+    for (int j = 0; j < 4; ++j) {
       for (int part = 0; part < 2; ++part) {
-        const uint8_t sc = scales[is++];
+        const uint8_t sc = scales[8 * half + 2 * j + part];
         const float dl = d * static_cast<float>(sc & 0x0f);
         const float ml = dmin * static_cast<float>(sc >> 4);
-        for (int l = 0; l < 16; ++l) {
-          *y++ = dl * static_cast<float>((q[l + 16 * part] >> shift) & 3) - ml;
-        }
+        const uint8_t* qp = q + 16 * part;
+        float* out = y + 128 * half + 32 * j + 16 * part;
+        const int shift = 2 * j;
+        for (int l = 0; l < 16; ++l) out[l] = dl * static_cast<float>((qp[l] >> shift) & 3) - ml;
       }
     }
   }
@@ -123,7 +125,7 @@ inline void Q3Scales(const uint8_t* packed, int (&out)[16]) {
   }
 }
 
-inline void DequantQ3_K(const uint8_t* b, float* y) {
+inline void DequantQ3_K(const uint8_t* __restrict b, float* __restrict y) {
   const uint8_t* hmask = b;
   const uint8_t* q = b + 32;
   int scales[16];
@@ -155,7 +157,7 @@ inline void ScaleMinK4(int j, const uint8_t* q, int* sc, int* mn) {
   }
 }
 
-inline void DequantQ4_K(const uint8_t* b, float* y) {
+inline void DequantQ4_K(const uint8_t* __restrict b, float* __restrict y) {
   const float d = HalfAt(b), dmin = HalfAt(b + 2);
   const uint8_t* scales = b + 4;
   const uint8_t* q = b + 16;
@@ -171,7 +173,7 @@ inline void DequantQ4_K(const uint8_t* b, float* y) {
   }
 }
 
-inline void DequantQ5_K(const uint8_t* b, float* y) {
+inline void DequantQ5_K(const uint8_t* __restrict b, float* __restrict y) {
   const float d = HalfAt(b), dmin = HalfAt(b + 2);
   const uint8_t* scales = b + 4;
   const uint8_t* qh = b + 16;
@@ -193,23 +195,27 @@ inline void DequantQ5_K(const uint8_t* b, float* y) {
   }
 }
 
-inline void DequantQ6_K(const uint8_t* b, float* y) {
+inline void DequantQ6_K(const uint8_t* __restrict b, float* __restrict y) {
   const uint8_t* ql = b;
   const uint8_t* qh = b + 128;
   const auto* sc = reinterpret_cast<const int8_t*>(b + 192);
   const float d = HalfAt(b + 208);
+  // Element 32 * part + l of each half of 128 takes its low nibble from ql (bytes l or
+  // l + 32, low or high half) and its top 2 bits from qh[l] (bits 2 * part); one loop per
+  // part so that each vectorizes.
   for (int half = 0; half < 2; ++half, ql += 64, qh += 32, sc += 8, y += 128) {
-    for (int l = 0; l < 32; ++l) {
-      const int is = l / 16;
-      const int q1 = ((ql[l] & 0x0f) | ((qh[l] & 3) << 4)) - 32;
-      const int q2 = ((ql[l + 32] & 0x0f) | (((qh[l] >> 2) & 3) << 4)) - 32;
-      const int q3 = ((ql[l] >> 4) | (((qh[l] >> 4) & 3) << 4)) - 32;
-      const int q4 = ((ql[l + 32] >> 4) | (((qh[l] >> 6) & 3) << 4)) - 32;
-      // (d * scale) * q, in that order, as ggml rounds it.
-      y[l] = d * static_cast<float>(sc[is]) * static_cast<float>(q1);
-      y[l + 32] = d * static_cast<float>(sc[is + 2]) * static_cast<float>(q2);
-      y[l + 64] = d * static_cast<float>(sc[is + 4]) * static_cast<float>(q3);
-      y[l + 96] = d * static_cast<float>(sc[is + 6]) * static_cast<float>(q4);
+    for (int part = 0; part < 4; ++part) {
+      const uint8_t* low = ql + (part & 1) * 32;
+      const int low_shift = (part >> 1) * 4;
+      const int high_shift = 2 * part;
+      for (int g = 0; g < 2; ++g) {
+        // (d * scale) * q, in that order, as ggml rounds it.
+        const float ds = d * static_cast<float>(sc[g + 2 * part]);
+        for (int l = 16 * g; l < 16 * g + 16; ++l) {
+          const int q = (((low[l] >> low_shift) & 0x0f) | (((qh[l] >> high_shift) & 3) << 4)) - 32;
+          y[32 * part + l] = ds * static_cast<float>(q);
+        }
+      }
     }
   }
 }
