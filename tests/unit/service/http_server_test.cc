@@ -787,8 +787,10 @@ TEST(HttpServerTest, AtTheLimitTheLongestWaitingConnectionMakesRoom) {
   TestClient slow2(server->port());
   ASSERT_TRUE(slow2.Send("GET /s"));
   ASSERT_TRUE(Eventually([&] { return server->open_connections() == 2; }));
-  // Time for the waiter to read slow2's bytes; until then it would count as idle.
-  std::this_thread::sleep_for(200ms);
+  // Time for the waiter to read both slow heads' bytes; until then a connection counts as
+  // idle and is closed without a 503. 200 ms was too short on 2 loaded cores (seen failing
+  // under ctest -j2: slow1 closed silently).
+  std::this_thread::sleep_for(1s);
   TestClient third(server->port());
   ASSERT_TRUE(third.Send("GET /third HTTP/1.1\r\nHost: a\r\n\r\n"));
   r = third.ReadResponse(2s);
