@@ -121,8 +121,17 @@ void DriveDequantized(const GemmArgs& a, int64_t j0, int64_t j1) {
   f.w_row_bytes = static_cast<size_t>(4 * k);
   for (int64_t j = j0; j < j1; j += group) {
     const int64_t n = MinI64(group, j1 - j);
-    for (int64_t r = 0; r < n; ++r)
-      kDequantRow(a.dtype, a.w + (j + r) * a.w_row_bytes, k, w + r * k);
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t* row = a.w + (j + r) * a.w_row_bytes;
+      // Decode: ask for the same row of the next group while this one dequantizes, as
+      // PrefetchNextTile does for unquantized rows (the pause while K multiplies the group
+      // otherwise leaves the hardware prefetchers behind).
+      if (a.m == 1 && j + group + r < j1) {
+        const uint8_t* next = row + group * a.w_row_bytes;
+        for (size_t off = 0; off < a.w_row_bytes; off += 64) __builtin_prefetch(next + off, 0, 3);
+      }
+      kDequantRow(a.dtype, row, k, w + r * k);
+    }
     f.y = a.y + j;
     f.bias = a.bias != nullptr ? a.bias + j : nullptr;
     DriveTiles<K>(f, 0, n);
