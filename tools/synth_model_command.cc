@@ -5,10 +5,12 @@
 #include <iostream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "absl/strings/str_join.h"
 #include "common/status.h"
 #include "common/strings.h"
+#include "kernels/cpu/quant_blocks.h"
 #include "modelgen/synthetic_model.h"
 
 namespace baton::tools {
@@ -23,13 +25,21 @@ struct SynthFlags {
   bool quiet = false;
 };
 
+// Every type the engine computes with: f32, f16, bf16 and the block-quantized ones.
+std::vector<std::string> DTypeNames() {
+  std::vector<std::string> names;
+  for (int i = 0; i <= static_cast<int>(cpu::DType::kQ6_K); ++i) {
+    names.emplace_back(cpu::DTypeName(static_cast<cpu::DType>(i)));
+  }
+  return names;
+}
+
 absl::StatusOr<cpu::DType> ParseDType(const std::string& name) {
-  if (name == "f32") return cpu::DType::kF32;
-  if (name == "f16") return cpu::DType::kF16;
-  if (name == "bf16") return cpu::DType::kBF16;
-  if (name == "q8_0") return cpu::DType::kQ8_0;
+  for (int i = 0; i <= static_cast<int>(cpu::DType::kQ6_K); ++i) {
+    if (name == cpu::DTypeName(static_cast<cpu::DType>(i))) return static_cast<cpu::DType>(i);
+  }
   return absl::InvalidArgumentError(
-      baton::StrCat("--dtype '", name, "' is not one of f32, f16, bf16, q8_0"));
+      baton::StrCat("--dtype '", name, "' is not one of ", absl::StrJoin(DTypeNames(), ", ")));
 }
 
 absl::Status Run(const SynthFlags& flags) {
@@ -39,8 +49,10 @@ absl::Status Run(const SynthFlags& flags) {
   spec.seed = flags.seed;
   spec.write_hf = flags.format == "hf" || flags.format == "both";
   spec.write_gguf = flags.format == "gguf" || flags.format == "both";
-  if (spec.dtype == cpu::DType::kQ8_0 && flags.format == "both") {
-    return absl::InvalidArgumentError("--dtype q8_0 exists only in GGUF; add --format gguf");
+  if (cpu::IsBlockQuantized(spec.dtype) && flags.format != "gguf") {
+    return absl::InvalidArgumentError(
+        baton::StrCat("--dtype ", flags.dtype,
+                      " exists only in GGUF (safetensors stays f32/f16/bf16); add --format gguf"));
   }
   // Progress on stderr, at most every half second, so a 5 GB write shows it is alive.
   auto last = std::chrono::steady_clock::now();
@@ -78,7 +90,9 @@ void AddSynthModelCommand(CLI::App& app) {
          "--shape", flags->shape,
          baton::StrCat("Model shape: ", absl::StrJoin(modelgen::SyntheticShapeNames(), ", ")))
       ->required();
-  cmd->add_option("--dtype", flags->dtype, "Weight type: f32, f16, bf16, or q8_0 (GGUF only)")
+  cmd->add_option("--dtype", flags->dtype,
+                  baton::StrCat("Weight type: ", absl::StrJoin(DTypeNames(), ", "),
+                                " (the block-quantized ones GGUF only, random valid blocks)"))
       ->capture_default_str();
   cmd->add_option("--seed", flags->seed, "Random seed; the same seed writes the same bytes")
       ->capture_default_str();

@@ -51,4 +51,22 @@ served=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: appl
 check "serve on q4_k_m.gguf == generate" "$text" "$served"
 # The ready line names the file's types, as llama.cpp's loader lists them.
 contains "ready line lists the weight types" "(q4_K 25, q6_K 5)" "$(cat "$out/serve.err" "$out/serve.out")"
+
+# Resident memory of a quantized model is about its file size: the weights stay in their
+# blocks (a dequantized f32 copy of the 135M shape would add about 540 MB). The shape's
+# rows (576) are not whole K-quant blocks, so q4_0; peak RSS of `generate`, which maps the
+# file, against the file plus a bound for the runtime, activations and KV cache.
+"$baton" synth-model --shape smollm2-135m --dtype q4_0 --format gguf --out "$out/q4" --quiet
+q4=$(ls "$out"/q4/*.gguf | head -1)
+read -r file_bytes rss_bytes < <(python3 - "$baton" "$q4" <<'PY'
+import os, resource, subprocess, sys
+baton, model = sys.argv[1:]
+subprocess.run([baton, "generate", "--model", model, "--prompt", "Once upon a time",
+                "--max-tokens", "4", "--threads", "1"], check=True, capture_output=True)
+print(os.path.getsize(model), resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024)
+PY
+)
+echo "q4_0 135M: file $((file_bytes >> 20)) MiB, peak RSS of generate $((rss_bytes >> 20)) MiB"
+check "peak RSS (MiB) <= file + 128 MiB" yes \
+  "$([ "$rss_bytes" -le $((file_bytes + (128 << 20))) ] && echo yes || echo "no: $((rss_bytes >> 20))")"
 exit $fail
