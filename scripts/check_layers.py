@@ -9,7 +9,7 @@ import re
 import sys
 
 BELOW_SERVICES = ["common", "proto", "kvcache", "kernels", "parallel", "tokenizer", "template",
-                  "model", "engine", "transport", "service"]
+                  "grammar", "toolcall", "model", "engine", "transport", "service"]
 WORKERS = ["worker", "prefill_worker", "decode_worker"]
 MAY_USE = {
     "common": [],
@@ -19,19 +19,24 @@ MAY_USE = {
     "parallel": ["common"],
     "tokenizer": ["common"],
     "template": ["common"],
+    # Constrained decoding: JSON schemas compiled to grammars, and per-step token masks.
+    "grammar": ["common"],
+    # Tool calls parsed out of generated text, per template family.
+    "toolcall": ["common"],
     "model": ["kernels", "parallel", "common"],
     # Writing model files, for `baton synth-model`, tests and benchmarks: nothing that
     # serves a model may use it.
     "modelgen": ["model", "kernels", "parallel", "common"],
-    "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "common"],
+    "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "grammar", "common"],
     "transport": ["kvcache", "common"],
     "service": ["proto", "common"],
     "routing": ["kvcache", "proto", "common"],
-    "dispatch": ["routing", "service", "kvcache", "tokenizer", "proto", "common"],
-    "frontdoor": ["dispatch", "routing", "service", "kvcache", "template", "tokenizer", "proto",
-                  "common"],
+    "dispatch": ["routing", "service", "kvcache", "tokenizer", "grammar", "toolcall", "proto",
+                 "common"],
+    "frontdoor": ["dispatch", "routing", "service", "kvcache", "template", "tokenizer", "grammar",
+                  "toolcall", "proto", "common"],
     "router": ["frontdoor", "dispatch", "routing", "service", "kvcache", "template", "tokenizer",
-               "proto", "common"],
+               "grammar", "toolcall", "proto", "common"],
     "worker": BELOW_SERVICES,
     "prefill_worker": BELOW_SERVICES + ["worker"],
     "decode_worker": BELOW_SERVICES + ["worker"],
