@@ -51,6 +51,7 @@ struct Engine::Live {
   uint64_t seed = 0;
   std::shared_ptr<kvcache::KvSink> sink;
   std::string kv_transfer_id;
+  std::shared_ptr<const grammar::TokenGrammar> grammar;  // constrained decoding; else null
 };
 
 struct Engine::Reserved {
@@ -194,6 +195,17 @@ Engine::Engine(const LoadedModel* model, const EngineOptions& options)
     : model_(model), options_(options) {
   if (options_.model_id.empty()) options_.model_id = model->name;
   sampleable_vocab_ = SampleableVocab(*model);
+  grammars_ = std::make_unique<GrammarCache>(model->tokenizer.tokenizer);
+}
+
+absl::Status Engine::ConstrainSampler(Live* live, std::span<const int32_t> output_ids) const {
+  if (live->grammar == nullptr) return absl::OkStatus();
+  // What ends the sequence: the stop ids and EOS, even with ignore_eos: a complete
+  // document can only be followed by an end, which ignore_eos then repeats until
+  // max_tokens (vLLM does the same).
+  std::vector<int32_t> end_ids = live->params.stop_token_ids;
+  end_ids.insert(end_ids.end(), model_->eos_token_ids.begin(), model_->eos_token_ids.end());
+  return live->sampler->Constrain(live->grammar, std::move(end_ids), output_ids);
 }
 
 Engine::~Engine() {
@@ -253,6 +265,8 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
   live->sampler = std::make_unique<SequenceSampler>(request.params, request.prompt_ids, live->seed,
                                                     request.output_ids);
   live->sampler->set_vocab_limit(sampleable_vocab_);
+  BATON_ASSIGN_OR_RETURN(live->grammar, grammars_->Get(request.params.constraint));
+  BATON_RETURN_IF_ERROR(ConstrainSampler(live.get(), request.output_ids));
   live->stop =
       std::make_unique<StopChecker>(request.params, model_->eos_token_ids, context - prompt_len);
   if (request.detokenize) {
@@ -765,6 +779,10 @@ void Engine::AdmitTransferred(std::unique_ptr<Live> live) {
       live->params, std::span(queued->tokens).first(queued->prompt_len), live->seed,
       std::span(&first.id, 1));
   live->sampler->set_vocab_limit(sampleable_vocab_);
+  if (absl::Status constrained = ConstrainSampler(live.get(), std::span(&first.id, 1));
+      !constrained.ok()) {
+    return fail(constrained);  // End takes the sequence (and its pages) from the scheduler
+  }
   live->scheduled = true;
   live->first_scheduled = Clock::now();
   live_.emplace(id, std::move(live));

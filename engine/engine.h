@@ -28,6 +28,7 @@
 #include "absl/status/statusor.h"
 #include "common/thread_pool.h"
 #include "engine/backend.h"
+#include "engine/grammar_cache.h"
 #include "engine/kv_host_mirror.h"
 #include "engine/loaded_model.h"
 #include "engine/model_runner.h"
@@ -278,6 +279,8 @@ class Engine {
   // EngineRequest::output_ids: in the vocabulary, fewer than `max_output`, no KV transfer.
   absl::Status CheckOutputIds(const EngineRequest& request, int64_t max_output) const;
   void ReleasePages(std::span<const int32_t> pages);  // engine thread
+  // Binds the sampler to the request's grammar, if it has one, replaying `output_ids`.
+  absl::Status ConstrainSampler(Live* live, std::span<const int32_t> output_ids) const;
   // Frees a reservation's pages and forgets it: engine thread.
   void DropReservation(absl::flat_hash_map<std::string, std::unique_ptr<Reserved>>::iterator it);
   // Starts a request whose prompt arrived by KV transfer: engine thread, in DrainInbox.
@@ -295,7 +298,8 @@ class Engine {
 
   const LoadedModel* model_;
   EngineOptions options_;
-  int64_t sampleable_vocab_ = 0;  // SampleableVocab(*model_)
+  int64_t sampleable_vocab_ = 0;            // SampleableVocab(*model_)
+  std::unique_ptr<GrammarCache> grammars_;  // constrained requests' grammars, shared
   kvcache::BlockHash root_without_salt_;
   std::unique_ptr<ThreadPool> threads_;
   std::unique_ptr<kvcache::KvPool> pool_;

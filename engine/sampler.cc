@@ -1,5 +1,6 @@
 #include "engine/sampler.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <limits>
@@ -7,6 +8,7 @@
 #include <random>
 #include <vector>
 
+#include "absl/strings/str_cat.h"
 #include "common/check.h"
 #include "kernels/counter_rng.h"
 #include "kernels/sampling_core.h"
@@ -44,7 +46,82 @@ SequenceSampler::SequenceSampler(const SamplingParams& params, std::span<const i
   }
 }
 
+absl::Status SequenceSampler::Constrain(std::shared_ptr<const grammar::TokenGrammar> grammar,
+                                        std::vector<int32_t> end_ids,
+                                        std::span<const int32_t> output_ids) {
+  auto matcher = std::make_unique<grammar::GrammarMatcher>(std::move(grammar));
+  for (size_t i = 0; i < output_ids.size(); ++i) {
+    const int32_t id = output_ids[i];
+    if (std::find(end_ids.begin(), end_ids.end(), id) != end_ids.end()) continue;
+    absl::Status accepted = matcher->Accept(id);
+    if (!accepted.ok()) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("output_ids[", i, "] (token ", id,
+                       ") leaves the request's grammar: ", accepted.message()));
+    }
+  }
+  matcher_ = std::move(matcher);
+  end_ids_ = std::move(end_ids);
+  return absl::OkStatus();
+}
+
+void SequenceSampler::ApplyGrammarMask() {
+  const size_t vocab = work_.size();
+  const size_t grammar_vocab = std::min(vocab, static_cast<size_t>(matcher_->vocab_size()));
+  // Sized by the grammar's vocabulary (the tokenizer's), which the logits may be cut below.
+  mask_.assign((static_cast<size_t>(matcher_->vocab_size()) + 31) / 32, 0);
+  if (!matcher_->MustEnd()) matcher_->FillMask(mask_);
+  // The grammar never allows an end id (a special token): their logits are kept aside.
+  end_logits_.clear();
+  for (int32_t id : end_ids_) {
+    const bool in = id >= 0 && static_cast<size_t>(id) < vocab;
+    end_logits_.push_back(in ? work_[id] : kNegInf);
+  }
+  bool any = false;  // some allowed token has a finite logit
+  for (size_t base = 0; base < vocab; base += 32) {
+    const size_t end = std::min(vocab, base + 32);
+    uint32_t bits = base < grammar_vocab ? mask_[base / 32] : 0;
+    if (end > grammar_vocab && base < grammar_vocab) bits &= (1u << (grammar_vocab - base)) - 1;
+    // Whole words first: most are all refused (or, inside a string, all allowed).
+    if (bits == 0) {
+      std::fill(work_.begin() + base, work_.begin() + end, kNegInf);
+      continue;
+    }
+    for (size_t i = base; i < end; ++i) {
+      if (((bits >> (i - base)) & 1u) == 0) {
+        work_[i] = kNegInf;
+      } else {
+        any = any || work_[i] > kNegInf;
+      }
+    }
+  }
+  // The end ids: allowed once the document is complete. With no way on (a grammar that
+  // allows nothing more, or only tokens the model gives -inf), the sequence ends rather
+  // than pick a token the grammar refuses.
+  const bool may_end = matcher_->CanEnd() || !any;
+  bool end_in_vocab = false;
+  for (int32_t id : end_ids_)
+    end_in_vocab = end_in_vocab || (id >= 0 && static_cast<size_t>(id) < vocab);
+  // No way on and no end id in the logits (a model without EOS): the first token rather
+  // than no token at all, which the choice below cannot make.
+  if (!any && !end_in_vocab) work_[0] = 0.0f;
+  for (size_t k = 0; k < end_ids_.size(); ++k) {
+    const int32_t id = end_ids_[k];
+    if (id < 0 || static_cast<size_t>(id) >= vocab) continue;
+    if (!may_end) {
+      work_[id] = kNegInf;
+    } else {
+      work_[id] = !any && !(end_logits_[k] > kNegInf) ? 0.0f : end_logits_[k];
+    }
+  }
+}
+
 void SequenceSampler::Accept(int32_t token) {
+  if (matcher_ != nullptr && std::find(end_ids_.begin(), end_ids_.end(), token) == end_ids_.end()) {
+    // Sample chose it from the mask, so it is allowed; a caller that accepts another token
+    // (a resumed sequence's replay) has checked it against the grammar already.
+    (void)matcher_->Accept(token);
+  }
   if (params_.repetition_penalty != 1.0) seen_.insert(token);
   if (params_.presence_penalty != 0.0 || params_.frequency_penalty != 0.0) {
     ++output_counts_[token];
@@ -112,6 +189,7 @@ SampledToken SequenceSampler::Sample(std::span<const float> all_logits) {
     work_[i] = x > kNegInf ? x : kNegInf;
   }
   ApplyLogitProcessors(work_);
+  if (matcher_ != nullptr) ApplyGrammarMask();
 
   SampledToken out;
   out.id = SampleFromProcessed(CounterUniform(seed_, static_cast<uint64_t>(step_)));

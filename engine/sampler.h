@@ -23,6 +23,8 @@
 #include "absl/container/flat_hash_map.h"
 #include "absl/container/flat_hash_set.h"
 #include "engine/sampling_params.h"
+#include "grammar/grammar_matcher.h"
+#include "grammar/token_grammar.h"
 #include "kernels/logit_processors.h"
 #include "kernels/sampling_core.h"
 
@@ -86,6 +88,14 @@ class SequenceSampler {
   // to the original vocabulary. Unset: every entry of the logits.
   void set_vocab_limit(int64_t size) { vocab_limit_ = size; }
 
+  // Constrained decoding (docs/structured_outputs.md): from now on only tokens that keep
+  // the output inside `grammar` are chosen, and `end_ids` (EOS and the stop ids) only once
+  // the document is complete. `output_ids` are the tokens generated so far (as given to the
+  // constructor), replayed into the grammar; InvalidArgument when they leave it.
+  absl::Status Constrain(std::shared_ptr<const grammar::TokenGrammar> grammar,
+                         std::vector<int32_t> end_ids, std::span<const int32_t> output_ids);
+  bool constrained() const { return matcher_ != nullptr; }
+
   // Chooses the token for the current position from this sequence's logits (one per vocab
   // entry). Calling it again before Accept gives the same token.
   SampledToken Sample(std::span<const float> logits);
@@ -106,9 +116,9 @@ class SequenceSampler {
   // asked: temperature 0, no logprobs, no logit processors. A backend may then choose the
   // token where the logits are (model/forward_batch.h, SequenceInput::greedy).
   bool GreedyFromRawLogits() const {
-    return params_.temperature == 0.0 && params_.logprobs < 0 && params_.logit_bias.empty() &&
-           params_.repetition_penalty == 1.0 && params_.presence_penalty == 0.0 &&
-           params_.frequency_penalty == 0.0;
+    return matcher_ == nullptr && params_.temperature == 0.0 && params_.logprobs < 0 &&
+           params_.logit_bias.empty() && params_.repetition_penalty == 1.0 &&
+           params_.presence_penalty == 0.0 && params_.frequency_penalty == 0.0;
   }
 
   // What the token choice reads of the params (kernels/sampling_core.h), for a backend that
@@ -128,6 +138,8 @@ class SequenceSampler {
 
  private:
   int32_t SampleFromProcessed(double u);
+  // Sets the processed logits of every token the grammar does not allow now to -inf.
+  void ApplyGrammarMask();
   void FillLogprobs(std::span<const float> logits, SampledToken* out) const;
 
   SamplingParams params_;
@@ -141,6 +153,11 @@ class SequenceSampler {
 
   // Scratch reused across steps so sampling a vocab of ~150k entries does not allocate.
   std::vector<float> work_;  // the processed logits
+  // Constrained decoding: the sequence's place in its grammar, and the allowed-token mask.
+  std::unique_ptr<grammar::GrammarMatcher> matcher_;
+  std::vector<int32_t> end_ids_;
+  std::vector<uint32_t> mask_;
+  std::vector<float> end_logits_;
   sampler_internal::ChoiceScratch scratch_;
 };
 

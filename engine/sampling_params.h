@@ -12,6 +12,15 @@
 
 namespace baton::engine {
 
+// Constrained decoding (docs/structured_outputs.md): every sampled token keeps the output a
+// prefix of a document the grammar accepts, and the sequence may end only once the
+// document is complete. The engine compiles the grammar (engine/grammar_cache.h).
+struct OutputConstraint {
+  enum class Kind { kNone, kJsonObject, kJsonSchema };
+  Kind kind = Kind::kNone;
+  std::string json_schema;  // kJsonSchema: the schema's JSON text
+};
+
 struct SamplingParams {
   double temperature = 1.0;         // 0: greedy (argmax; ties go to the lowest id)
   int64_t top_k = 0;                // 0 or -1: off
@@ -29,6 +38,7 @@ struct SamplingParams {
   std::vector<std::string> stop;        // stop strings; not included in the output
   bool ignore_eos = false;
   bool include_stop_str_in_output = false;
+  OutputConstraint constraint;
 };
 
 // Fixed bounds, the same as vLLM's where vLLM has one (docs/sampling.md says why each).

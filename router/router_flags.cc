@@ -2,6 +2,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "toolcall/tool_call_format.h"
 
 namespace baton::router {
 
@@ -18,6 +19,11 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                   "A Jinja chat template file, for models that ship none (or to replace "
                   "theirs)")
       ->check(CLI::ExistingFile);
+  cmd->add_option("--tool-call-parser", f->tool_call_parser,
+                  "How the model writes tool calls: hermes, llama3_json, mistral, functionary, "
+                  "command_r, deepseek_r1, firefunction, or none (default: what the chat "
+                  "template renders)")
+      ->envname("BATON_TOOL_CALL_PARSER");
   cmd->add_option("--served-model-name", f->served_model_name,
                   "Model name clients use (default: the worker's model name)")
       ->envname("BATON_SERVED_MODEL_NAME");
@@ -163,6 +169,11 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.served_model_name = f.served_model_name;
   o.histogram_buckets = f.histogram_buckets;
   o.chat_template_file = f.chat_template;
+  if (!f.tool_call_parser.empty() && f.tool_call_parser != "none") {
+    BATON_ASSIGN_OR_RETURN(toolcall::Format format, toolcall::FormatByName(f.tool_call_parser));
+    o.tool_call_parser = format;
+  }
+  o.no_tool_call_parser = f.tool_call_parser == "none";
   o.host = f.host;
   o.http_port = f.port;
   o.grpc_port = f.grpc_port;

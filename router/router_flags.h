@@ -18,7 +18,8 @@ struct RouterFlags {
   std::string tokenizer;
   std::string served_model_name;
   std::vector<std::string> histogram_buckets;  // AddRouterMetricsFlags
-  std::string chat_template;  // --chat-template: a Jinja file replacing the model's template
+  std::string chat_template;     // --chat-template: a Jinja file replacing the model's template
+  std::string tool_call_parser;  // --tool-call-parser: empty: from the chat template
   std::string host = "127.0.0.1";
   int port = 8000;
   int grpc_port = 50051;

@@ -36,6 +36,8 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
       frontdoor::ServedModel::Load(options.tokenizer, options.served_model_name,
                                    r->pool_->primary(), options.worker_wait,
                                    options.parse_special_in_content, options.chat_template_file));
+  if (options.tool_call_parser) r->model_->set_tool_call_format(options.tool_call_parser);
+  if (options.no_tool_call_parser) r->model_->set_tool_call_format(std::nullopt);
   r->pool_->Start(r->model_->worker_info().model_id(), r->model_->worker_info().block_size());
   // Before either API listens: every request finds its latency series.
   r->metrics_.SetModel(r->model_->name(), buckets);

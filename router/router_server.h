@@ -8,6 +8,7 @@
 #pragma once
 
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@
 #include "service/http_options.h"
 #include "service/http_server.h"
 #include "service/tls_context.h"
+#include "toolcall/tool_call_format.h"
 
 namespace baton::router {
 
@@ -41,6 +43,10 @@ struct RouterOptions {
   std::string served_model_name;               // empty: the worker's model id
   std::vector<std::string> histogram_buckets;  // --histogram-buckets NAME=v1,v2,...
   std::string chat_template_file;              // empty: the tokenizer config's chat_template
+  // How the model writes tool calls; unset: what the chat template implies, unless
+  // no_tool_call_parser (tool calls then stay in the content).
+  std::optional<toolcall::Format> tool_call_parser;
+  bool no_tool_call_parser = false;
   std::string host = "127.0.0.1";
   int http_port = 8000;   // 0: any free port
   int grpc_port = 50051;  // 0: any free port; -1: no gRPC API

@@ -26,6 +26,8 @@ namespace pb = ::baton::internal::v1;
 constexpr int kMaxPromptIds = 1 << 20;
 constexpr size_t kMaxRequestIdBytes = 256;
 constexpr size_t kMaxCacheSaltBytes = 1024;
+// The grammar compiler bounds a schema at 64 KiB too (grammar::SchemaLimits).
+constexpr size_t kMaxJsonSchemaBytes = 64 * 1024;
 constexpr uint32_t kMaxAwaitKvTransferMs = 600000;
 
 // Appends one event to a message: several events of one stream travel in one message when
@@ -120,6 +122,17 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
   s.stop.assign(p.stop().begin(), p.stop().end());
   s.ignore_eos = p.ignore_eos();
   s.include_stop_str_in_output = p.include_stop_str_in_output();
+  if (p.constraint().has_json_schema()) {
+    if (p.constraint().json_schema().size() > kMaxJsonSchemaBytes) {
+      return absl::InvalidArgumentError(StrCat("params.constraint.json_schema is ",
+                                               p.constraint().json_schema().size(),
+                                               " bytes; the limit is ", kMaxJsonSchemaBytes));
+    }
+    s.constraint.kind = engine::OutputConstraint::Kind::kJsonSchema;
+    s.constraint.json_schema = p.constraint().json_schema();
+  } else if (p.constraint().json_object()) {
+    s.constraint.kind = engine::OutputConstraint::Kind::kJsonObject;
+  }
   return r;  // the engine's Submit checks every value against the model and the limits
 }
 

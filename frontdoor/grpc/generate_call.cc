@@ -14,6 +14,7 @@
 #include "dispatch/request_run.h"
 #include "frontdoor/grpc/wire_message.h"
 #include "frontdoor/openai/request_builder.h"
+#include "frontdoor/openai/tool_call_output.h"
 #include "service/grpc_status.h"
 
 namespace baton::frontdoor {
@@ -145,6 +146,7 @@ class GenerateCall {
     record_.timings.tokenize_seconds = built.tokenize_seconds;
     BATON_ASSIGN_OR_RETURN(wire_, dispatch::WorkerRequest(built.generation, 0));
     decoder_.emplace(0, c_.model->tokenizer(), built.generation);
+    tools_ = ToolCallOutput::ForRequest(request, c_.model->tool_call_format());
     return absl::OkStatus();
   }
 
@@ -179,7 +181,26 @@ class GenerateCall {
       pending_.set_request_id(request_id_);
       has_pending_ = true;
     }
-    Append(d, &pending_);
+    if (tools_ != nullptr) {
+      // The text becomes content and tool calls (tool_call_output.h).
+      ChoiceOut shown;
+      if (d.finished) shown.finish_reason = d.finish_reason;
+      tools_->Feed(d.text, &shown);
+      if (d.finished) tools_->Finish(&shown);
+      dispatch::ChoiceDelta content = d;
+      content.text = std::move(shown.text);
+      if (d.finished) content.finish_reason = *shown.finish_reason;
+      Append(content, &pending_);
+      for (const ToolCallOut& call : shown.tool_calls) {
+        pb::ToolCall* out = pending_.add_tool_calls();
+        out->set_index(call.index);
+        out->set_id(call.id);
+        out->set_name(call.name);
+        out->set_arguments(call.arguments);
+      }
+    } else {
+      Append(d, &pending_);
+    }
     if (d.finished) {
       const RequestTimings& r = record_.timings;
       pb::Timings* t = pending_.mutable_timings();
@@ -293,6 +314,7 @@ class GenerateCall {
   std::string request_id_;
   RequestRecord record_;  // the latency breakdown, and the --log-requests line
   std::optional<dispatch::ChoiceDecoder> decoder_;
+  std::unique_ptr<ToolCallOutput> tools_;  // chat with tools; null: the text is content
 
   // Built by Prepare, moved into the run.
   ipb::GenerateRequest wire_;

@@ -10,6 +10,7 @@
 #include "frontdoor/grpc/generate_call.h"
 #include "frontdoor/grpc/unary_call.h"
 #include "frontdoor/grpc/wire_message.h"
+#include "frontdoor/openai/structured_request.h"
 #include "service/api_key.h"
 #include "service/grpc_status.h"
 
@@ -33,10 +34,85 @@ absl::Status CheckChat(const pb::ChatInput& chat, const ProtocolLimits& limits,
   for (int i = 0; i < chat.messages_size(); ++i) {
     const pb::ChatMessage& m = chat.messages(i);
     BATON_RETURN_IF_ERROR(CheckMessageRole(m.role(), StrCat("chat.messages[", i, "].role")));
-    messages.push_back({{"role", m.role()}, {"content", m.content()}});
+    nlohmann::ordered_json message = {{"role", m.role()}, {"content", m.content()}};
+    if (!m.name().empty()) message["name"] = m.name();
+    if (!m.tool_call_id().empty()) message["tool_call_id"] = m.tool_call_id();
+    if (m.tool_calls_size() > 0) {
+      nlohmann::ordered_json calls = nlohmann::ordered_json::array();
+      for (int j = 0; j < m.tool_calls_size(); ++j) {
+        const pb::ToolCall& call = m.tool_calls(j);
+        // Templates want the arguments as an object (as the HTTP API gives them).
+        nlohmann::ordered_json args = nlohmann::ordered_json::parse(
+            call.arguments().empty() ? std::string("{}") : call.arguments(), nullptr, false);
+        if (args.is_discarded()) {
+          return absl::InvalidArgumentError(
+              StrCat("chat.messages[", i, "].tool_calls[", j, "].arguments is not valid JSON"));
+        }
+        calls.push_back({{"id", call.id()},
+                         {"type", "function"},
+                         {"function", {{"name", call.name()}, {"arguments", std::move(args)}}}});
+      }
+      message["tool_calls"] = std::move(calls);
+    }
+    messages.push_back(std::move(message));
   }
   *out = nlohmann::ordered_json{{"messages", std::move(messages)}};
+  if (chat.tools_size() > 0) {
+    nlohmann::ordered_json tools = nlohmann::ordered_json::array();
+    for (int i = 0; i < chat.tools_size(); ++i) {
+      const pb::Tool& tool = chat.tools(i);
+      if (tool.name().empty()) {
+        return absl::InvalidArgumentError(StrCat("chat.tools[", i, "].name must not be empty"));
+      }
+      nlohmann::ordered_json function = {{"name", tool.name()}};
+      if (!tool.description().empty()) function["description"] = tool.description();
+      if (!tool.parameters_json().empty()) {
+        nlohmann::ordered_json params = nlohmann::ordered_json::parse(
+            tool.parameters_json(), nullptr, false, /*ignore_comments=*/false);
+        if (params.is_discarded() || !params.is_object()) {
+          return absl::InvalidArgumentError(
+              StrCat("chat.tools[", i, "].parameters_json is not a JSON object"));
+        }
+        function["parameters"] = std::move(params);
+      }
+      tools.push_back({{"type", "function"}, {"function", std::move(function)}});
+    }
+    (*out)["tools"] = std::move(tools);
+  }
   return absl::OkStatus();
+}
+
+// tool_choice, parallel_tool_calls and response_format, in the JSON the OpenAI parsers
+// read (structured_request.h), so that both APIs decide them alike.
+absl::Status ParseStructure(const pb::GenerateRequest& in, OpenAiRequest* r) {
+  nlohmann::ordered_json body = nlohmann::ordered_json::object();
+  if (in.has_response_format()) {
+    const pb::ResponseFormat& f = in.response_format();
+    if (f.has_json_schema()) {
+      nlohmann::ordered_json schema =
+          nlohmann::ordered_json::parse(f.json_schema(), nullptr, false);
+      if (schema.is_discarded()) {
+        return absl::InvalidArgumentError("response_format.json_schema is not valid JSON");
+      }
+      body["response_format"] = {{"type", "json_schema"},
+                                 {"json_schema", {{"name", "schema"}, {"schema", schema}}}};
+    } else if (f.json_object()) {
+      body["response_format"] = {{"type", "json_object"}};
+    }
+  }
+  BATON_RETURN_IF_ERROR(ParseResponseFormat(body, r));
+  if (r->kind != OpenAiRequest::Kind::kChat) return absl::OkStatus();
+  const pb::ChatInput& chat = in.chat();
+  if (chat.has_parallel_tool_calls()) body["parallel_tool_calls"] = chat.parallel_tool_calls();
+  if (chat.has_tool_choice()) {
+    const std::string& choice = chat.tool_choice();
+    if (choice == "auto" || choice == "none" || choice == "required") {
+      body["tool_choice"] = choice;
+    } else {
+      body["tool_choice"] = {{"type", "function"}, {"function", {{"name", choice}}}};
+    }
+  }
+  return ParseToolChoice(body, r);
 }
 
 }  // namespace
@@ -271,6 +347,7 @@ absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
   r.cache_salt = in.cache_salt();
   r.prompt_cache_key = in.prompt_cache_key();
   r.skip_special_tokens = in.has_skip_special_tokens() ? in.skip_special_tokens() : true;
+  BATON_RETURN_IF_ERROR(ParseStructure(in, &r));
   return r;
 }
 

@@ -13,6 +13,7 @@
 #include "common/strings.h"
 #include "frontdoor/openai/openai_error.h"
 #include "frontdoor/openai/openai_json.h"
+#include "frontdoor/openai/structured_request.h"
 
 namespace baton::frontdoor {
 namespace {
@@ -187,36 +188,12 @@ absl::Status RejectUnsupported(const Fields& f, OpenAiRequest::Kind kind) {
   for (std::string_view key : kCommon) {
     if (const Json* v = f.Get(key); v != nullptr && !IsNoOp(*v)) return Unsupported(key);
   }
-  if (const Json* v = f.Get("response_format"); v != nullptr) {
-    // {"type": "text"} is the default; JSON modes need guided decoding.
-    if (!v->is_object()) return TypeError("response_format", "an object", *v);
-    auto type = v->find("type");
-    if (type == v->end() || !type->is_string()) {
-      return ParamError("response_format.type", "'response_format.type' must be a string");
-    }
-    if (type->get_ref<const std::string&>() != "text") {
-      return ParamError("response_format.type",
-                        StrCat("'response_format.type' '", Preview(type->get<std::string>()),
-                               "' is not supported by this server; only 'text' is"));
-    }
-  }
   if (kind == OpenAiRequest::Kind::kChat) {
     if (const Json* v = f.Get("chat_template"); v != nullptr && !IsNoOp(*v)) {
       return Unsupported("chat_template", "; the model's own template is used");
     }
     if (const Json* v = f.Get("documents"); v != nullptr && !IsNoOp(*v)) {
       return Unsupported("documents");
-    }
-    if (const Json* v = f.Get("tool_choice"); v != nullptr) {
-      // "auto" and "none" leave the choice to the model, which is all we do. Forcing a
-      // call ("required", a named function) needs guided decoding.
-      const bool ok = v->is_string() && (*v == "auto" || *v == "none");
-      if (!ok) {
-        return ParamError("tool_choice", StrCat("'tool_choice' ",
-                                                v->is_string() ? Preview(v->get<std::string>())
-                                                               : std::string(JsonTypeName(*v)),
-                                                " is not supported; use 'auto' or 'none'"));
-      }
     }
   }
   return absl::OkStatus();
@@ -636,6 +613,7 @@ absl::StatusOr<OpenAiRequest> ParseCompletionRequest(std::string_view body,
   r.kind = OpenAiRequest::Kind::kCompletion;
   BATON_RETURN_IF_ERROR(ParsePrompt(f, limits, &r));
   BATON_RETURN_IF_ERROR(ParseCommon(f, limits, &r));
+  BATON_RETURN_IF_ERROR(ParseResponseFormat(root, &r));
   // OpenAI and vLLM default to 16 when absent; vLLM reads an explicit null as "up to the
   // context length", and so do we.
   if (!f.Has("max_tokens")) r.max_tokens = 16;
@@ -661,6 +639,8 @@ absl::StatusOr<OpenAiRequest> ParseChatRequest(std::string_view body,
   BATON_RETURN_IF_ERROR(ParseMessages(f, limits, &r));
   BATON_RETURN_IF_ERROR(ParseTools(f, &r));
   BATON_RETURN_IF_ERROR(ParseCommon(f, limits, &r));
+  BATON_RETURN_IF_ERROR(ParseResponseFormat(root, &r));
+  BATON_RETURN_IF_ERROR(ParseToolChoice(root, &r));
   BATON_RETURN_IF_ERROR(ParseTemplateKwargs(f, &r));
   BATON_RETURN_IF_ERROR(f.Bool("add_generation_prompt", &r.add_generation_prompt));
   BATON_RETURN_IF_ERROR(f.Bool("continue_final_message", &r.continue_final_message));

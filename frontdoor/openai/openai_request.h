@@ -97,6 +97,21 @@ struct OpenAiRequest {
   // OpenAI's routing hint: requests with the same key prefer the same worker. Without it,
   // `user` serves as the key.
   std::string prompt_cache_key;
+
+  // Chat tools (docs/tool_calls.md); the tools themselves are chat["tools"]. Without
+  // tool_choice: "auto" when there are tools, else "none" (OpenAI's defaults).
+  enum class ToolChoice { kNone, kAuto, kRequired, kNamed };
+  ToolChoice tool_choice = ToolChoice::kNone;
+  std::string tool_choice_name;  // kNamed: the function
+  bool parallel_tool_calls = true;
+
+  // What constrained decoding must produce (docs/structured_outputs.md): from
+  // response_format, or from tool_choice "required" / a named function, whose schemas
+  // (structured_request.h) ask for the calls' JSON. The schema compiled once here, so
+  // that an unsupported one is a 400 naming it.
+  enum class Constraint { kNone, kJsonObject, kJsonSchema };
+  Constraint constraint = Constraint::kNone;
+  std::string constraint_schema;  // kJsonSchema: compact JSON text
 };
 
 // A chat message's role must be one of OpenAI's: system, developer, user, assistant, tool,

@@ -142,6 +142,26 @@ Json Envelope(std::string_view id, std::string_view object, int64_t created, std
   return out;
 }
 
+// message.tool_calls, or (`delta`) a chunk's delta.tool_calls, where id, type and name
+// appear only in a call's first delta.
+Json ToolCallsJson(const std::vector<ToolCallOut>& calls, bool delta) {
+  Json list = Json::array();
+  for (const ToolCallOut& call : calls) {
+    Json function = Json::object();
+    if (!delta || !call.name.empty()) function["name"] = call.name;
+    function["arguments"] = call.arguments;
+    Json out = Json::object();
+    if (delta) out["index"] = call.index;
+    if (!delta || !call.id.empty()) {
+      out["id"] = call.id;
+      out["type"] = "function";
+    }
+    out["function"] = std::move(function);
+    list.push_back(std::move(out));
+  }
+  return list;
+}
+
 constexpr std::string_view kCompletionObject = "text_completion";
 constexpr std::string_view kChatObject = "chat.completion";
 constexpr std::string_view kChatChunkObject = "chat.completion.chunk";
@@ -161,6 +181,7 @@ std::string ChatChunkJson(std::string_view id, int64_t created, std::string_view
   Json delta = Json::object();
   if (with_role) delta["role"] = "assistant";
   if (with_role || !choice.text.empty()) delta["content"] = choice.text;
+  if (!choice.tool_calls.empty()) delta["tool_calls"] = ToolCallsJson(choice.tool_calls, true);
   Json out = Json::object();
   out["index"] = choice.index;
   out["delta"] = std::move(delta);
@@ -194,7 +215,12 @@ std::string ChatResponseJson(std::string_view id, int64_t created, std::string_v
   for (const ChoiceOut& c : choices) {
     Json message = Json::object();
     message["role"] = "assistant";
-    message["content"] = c.text;
+    if (c.tool_calls.empty()) {
+      message["content"] = c.text;
+    } else {
+      message["content"] = c.text.empty() ? Json(nullptr) : Json(c.text);
+      message["tool_calls"] = ToolCallsJson(c.tool_calls, false);
+    }
     Json choice = Json::object();
     choice["index"] = c.index;
     choice["message"] = std::move(message);

@@ -41,12 +41,24 @@ struct UsageOut {
   std::optional<RequestTimings> timings;
 };
 
+// A tool call, whole (a response's message.tool_calls) or as a streamed delta: a call's
+// first delta carries id and name, later ones only argument fragments (OpenAI's shape).
+struct ToolCallOut {
+  int index = 0;  // the call's place among the choice's calls
+  std::string id;
+  std::string name;
+  std::string arguments;  // JSON text (a fragment of it, in a delta)
+};
+
 struct ChoiceOut {
   int index = 0;
   std::string text;
+  // Chat: calls parsed out of the output (or forced by tool_choice). A whole message with
+  // calls and no other text has "content": null.
+  std::vector<ToolCallOut> tool_calls;
   bool has_logprobs = false;  // write "logprobs" as an object (possibly empty), else null
   std::vector<LogprobOut> logprobs;
-  std::optional<std::string> finish_reason;  // "stop" | "length" | null
+  std::optional<std::string> finish_reason;  // "stop" | "length" | "tool_calls" | null
   // vLLM extension "stop_reason": the stop string that ended the choice, or the stop token
   // id (written as a JSON integer, as vLLM does); null when neither.
   std::optional<std::string> stop_reason;

@@ -16,6 +16,7 @@
 #include "dispatch/generation.h"
 #include "frontdoor/openai/request_builder.h"
 #include "frontdoor/openai/request_log.h"
+#include "frontdoor/openai/tool_call_output.h"
 #include "service/api_key.h"
 #include "service/metrics.h"
 
@@ -210,10 +211,14 @@ class Handler {
             {},
             {},
             false,
+            {},
             {}};
     run.last_token.assign(request.n, arrival);
     run.choices.resize(request.n);
     for (int i = 0; i < request.n; ++i) run.choices[i].index = i;
+    for (int i = 0; i < request.n; ++i) {
+      run.tools.push_back(ToolCallOutput::ForRequest(request, c_.model->tool_call_format()));
+    }
     run.record.api = "http";
     run.record.request_id = run.id;
     run.record.worker_request_id = built->generation.request_id;
@@ -243,6 +248,8 @@ class Handler {
     UsageOut usage;
     bool saw_token = false;
     RequestRecord record;  // the latency breakdown, and the --log-requests line
+    // Per choice: how its text becomes content and tool calls; null for plain content.
+    std::vector<std::unique_ptr<ToolCallOutput>> tools;
   };
 
   // Where the request was placed, as Pick decided.
@@ -319,6 +326,17 @@ class Handler {
       if (d.finished) SetFinish(d, &c);
     }
     c_.watcher->Unwatch(watch);
+    for (ChoiceOut& c : run.choices) {
+      ToolCallOutput* tools = run.tools[c.index].get();
+      if (tools == nullptr) continue;
+      ChoiceOut parsed;
+      parsed.finish_reason = c.finish_reason;
+      tools->Feed(c.text, &parsed);
+      tools->Finish(&parsed);
+      c.text = std::move(parsed.text);
+      c.finish_reason = parsed.finish_reason;
+      ToolCallOutput::MergeInto(parsed.tool_calls, &c.tool_calls);
+    }
     NoteWorkers(gen, run);
     if (!gen.status().ok()) return Failed(gen.status(), out);
     c_.metrics->ObserveFinished(run.usage.prompt_tokens, run.usage.cached_tokens,
@@ -367,12 +385,17 @@ class Handler {
     Observe(run, d);
     ChoiceOut c;
     c.index = d.index;
-    c.text = d.text;
     c.has_logprobs = run.request.logprobs.has_value();
     if (c.has_logprobs) c.logprobs = ToLogprobs(d.logprobs);
     c.text_offset = s.text_offset[d.index];
     s.text_offset[d.index] += static_cast<int64_t>(d.text.size());
     if (d.finished) SetFinish(d, &c);
+    if (ToolCallOutput* tools = run.tools[d.index].get(); tools != nullptr) {
+      tools->Feed(d.text, &c);
+      if (d.finished) tools->Finish(&c);
+    } else {
+      c.text = d.text;
+    }
     const bool with_role = chat && !s.role_sent[d.index];
     s.role_sent[d.index] = true;
     return StrCat("data: ",

@@ -10,6 +10,7 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "frontdoor/openai/openai_error.h"
+#include "toolcall/tool_call_format.h"
 
 namespace baton::frontdoor {
 namespace {
@@ -106,10 +107,21 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
   p.set_max_tokens(max_tokens);
   p.mutable_stop_token_ids()->Add(r.stop_token_ids.begin(), r.stop_token_ids.end());
   p.set_ignore_eos(r.ignore_eos);
+  if (r.constraint == OpenAiRequest::Constraint::kJsonObject) {
+    p.mutable_constraint()->set_json_object(true);
+  } else if (r.constraint == OpenAiRequest::Constraint::kJsonSchema) {
+    p.mutable_constraint()->set_json_schema(r.constraint_schema);
+  }
 
   g.stop = r.stop;
   g.include_stop_str_in_output = r.include_stop_str_in_output;
   g.skip_special_tokens = r.skip_special_tokens;
+  // A parser whose markers are special tokens (<|python_tag|>, [TOOL_CALLS]) must see them:
+  // it takes them out of the content itself.
+  if (chat && r.tool_choice == OpenAiRequest::ToolChoice::kAuto && model.tool_call_format() &&
+      toolcall::NeedsSpecialTokens(*model.tool_call_format())) {
+    g.skip_special_tokens = false;
+  }
   g.n = r.n;
   // Unique whatever the client chose; the start of the client's id rides at the end, so
   // that a worker's log lines can be matched to the client's request. Cut short so that

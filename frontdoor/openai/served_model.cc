@@ -33,6 +33,24 @@ size_t MaxPromptBytes(const tokenizer::Tokenizer& t, int64_t max_model_len) {
   return static_cast<size_t>(std::max<int64_t>(max_model_len, 1)) * longest * shrink + 1024;
 }
 
+// Every template the tokenizer config names (a plain one, or a list such as Hermes'
+// "default" and "tool_use"), read for the tool-call markup they render.
+std::optional<toolcall::Format> ToolCallFormatOf(const nlohmann::json& config) {
+  auto it = config.find("chat_template");
+  if (it == config.end()) return std::nullopt;
+  std::string sources;
+  if (it->is_string()) sources = it->get<std::string>();
+  if (it->is_array()) {
+    for (const auto& entry : *it) {
+      if (entry.is_object() && entry.contains("template") && entry["template"].is_string()) {
+        sources += entry["template"].get<std::string>();
+        sources += "\n";
+      }
+    }
+  }
+  return toolcall::DetectFormat(sources);
+}
+
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
@@ -66,6 +84,7 @@ absl::StatusOr<std::unique_ptr<ServedModel>> ServedModel::Load(
   m->name_ = served_name.empty() ? m->info_.model_id() : served_name;
   m->max_prompt_bytes_ = MaxPromptBytes(*m->files_.tokenizer, m->info_.max_model_len());
   m->created_ = absl::ToUnixSeconds(absl::Now());
+  m->tool_call_format_ = ToolCallFormatOf(m->files_.config);
   return m;
 }
 

@@ -17,6 +17,7 @@
 #include "dispatch/worker_client.h"
 #include "nlohmann/json.hpp"
 #include "tokenizer/loader.h"
+#include "toolcall/tool_call_format.h"
 
 namespace baton::frontdoor {
 
@@ -53,6 +54,12 @@ class ServedModel {
   absl::StatusOr<std::vector<int32_t>> EncodeChat(const nlohmann::ordered_json& chat,
                                                   bool add_generation_prompt,
                                                   bool add_special_tokens = false) const;
+  // How the model writes tool calls (docs/tool_calls.md): what its chat template implies
+  // (toolcall::DetectFormat), or --tool-call-parser's choice; nullopt: tool calls stay in
+  // the content.
+  const std::optional<toolcall::Format>& tool_call_format() const { return tool_call_format_; }
+  void set_tool_call_format(std::optional<toolcall::Format> format) { tool_call_format_ = format; }
+
   // 0: no bound (a tokenizer whose added tokens swallow whitespace).
   size_t max_prompt_bytes() const { return max_prompt_bytes_; }
   // Every id must be in the vocabulary; the error names `param` (the field they came in).
@@ -67,6 +74,7 @@ class ServedModel {
   baton::internal::v1::GetModelInfoResponse info_;
   bool parse_special_in_content_ = false;
   size_t max_prompt_bytes_ = 0;
+  std::optional<toolcall::Format> tool_call_format_;
 };
 
 }  // namespace baton::frontdoor

@@ -94,6 +94,47 @@ test('Generate from text, from the same text\'s token ids, and from chat', async
   assert.equal(Number(chat.last.usage.prompt_tokens), chatTok.token_ids.length);
 });
 
+test('Generate with tools and response_format: forced calls come back as tool_calls deltas', async () => {
+  const parameters = {
+    type: 'object', properties: { city: { type: 'string', maxLength: 12 }, unit: { enum: ['c', 'f'] } },
+    required: ['city', 'unit'], additionalProperties: false,
+  };
+  const messages = await generate({
+    chat: {
+      messages: [{ role: 'user', content: 'Weather in Oslo?' }],
+      tools: [{ name: 'get_weather', parameters_json: JSON.stringify(parameters) }],
+      tool_choice: 'get_weather',
+    },
+    sampling: { temperature: 1, seed: 5 }, stop: { max_tokens: 200 },
+  });
+  const last = messages.at(-1);
+  const deltas = messages.flatMap((m) => m.tool_calls);
+  assert.ok(deltas.length > 0, 'no tool_calls in the stream');
+  assert.equal(deltas[0].name, 'get_weather');
+  assert.ok(deltas[0].id.length > 0);
+  assert.ok(deltas.slice(1).every((d) => d.name === '' && d.index === 0));
+  assert.equal(messages.map((m) => m.text).join(''), '', 'a forced call has no content');
+  if (last.finish_reason === 'tool_calls') {
+    const args = JSON.parse(deltas.map((d) => d.arguments).join(''));
+    assert.deepEqual(Object.keys(args), ['city', 'unit']);
+    assert.ok(['c', 'f'].includes(args.unit));
+  } else {
+    assert.equal(last.finish_reason, 'length');
+  }
+
+  const json = summarize(await generate({
+    text: 'A JSON object:', response_format: { json_object: true }, sampling: { temperature: 1, seed: 2 },
+    stop: { max_tokens: 64 },
+  }));
+  if (json.last.finish_reason === 'stop') {
+    const value = JSON.parse(json.text);
+    assert.equal(typeof value, 'object');
+    assert.ok(!Array.isArray(value) && value !== null);
+  }
+  await assert.rejects(generate({ text: 'x', response_format: { json_schema: '{"type": "string", "pattern": "a"}' } }),
+    (e) => e.code === grpc.status.INVALID_ARGUMENT && /pattern/.test(e.details));
+});
+
 test('Generate: stop strings, logprobs, seeds', async () => {
   const base = { text: 'Once upon a time', sampling: GREEDY, stop: { max_tokens: 40 } };
   const greedy = summarize(await generate(base)).text;

@@ -10,7 +10,10 @@
 #include <set>
 #include <vector>
 
+#include "grammar/json_schema.h"
+#include "grammar/token_vocab.h"
 #include "gtest/gtest.h"
+#include "nlohmann/json.hpp"
 
 namespace baton::engine {
 namespace {
@@ -531,6 +534,57 @@ TEST(SamplerTest, LogitProcessorListsApplyWhatTheSamplerApplies) {
     kernels::ApplyLogitProcessorLists(lists, s, logits);
     for (int i = 0; i < vocab; ++i) ASSERT_EQ(logits[i], want[s][i]) << "seq " << s << " id " << i;
     EXPECT_NE(logits, before) << "seq " << s << ": its processors changed nothing";
+  }
+}
+
+// A constrained sampler over a vocabulary of one token per byte plus an EOS: whatever the
+// logits, the text is a document of the grammar, and EOS comes only once it is complete.
+// The logits may be shorter or longer than the grammar's vocabulary (a padded model, a
+// tokenizer with more ids than the model samples).
+TEST(ConstrainedSamplerTest, OutputsAreDocumentsForAnyLogitsLength) {
+  std::vector<std::string> bytes;
+  std::vector<bool> special;
+  for (int b = 0; b < 256; ++b) {
+    bytes.emplace_back(1, static_cast<char>(b));
+    special.push_back(false);
+  }
+  bytes.emplace_back("</s>");
+  special.push_back(true);
+  const int32_t eos = 256;
+  auto vocab = grammar::MakeTokenVocab(bytes, special);
+  ASSERT_TRUE(vocab.ok());
+  auto compiled = grammar::CompileJsonSchema(
+      R"({"type": "object", "properties": {"k": {"type": "boolean"}}, "required": ["k"]})");
+  ASSERT_TRUE(compiled.ok()) << compiled.status();
+  auto bound = grammar::TokenGrammar::Create(*compiled, *vocab);
+  ASSERT_TRUE(bound.ok());
+  for (size_t logits_size : {size_t{257}, size_t{300}, size_t{250}}) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      SamplingParams params;
+      params.temperature = 1.0;
+      SequenceSampler sampler(params, {}, seed);
+      ASSERT_TRUE(sampler.Constrain(*bound, {eos}, {}).ok());
+      std::mt19937 rng(static_cast<uint32_t>(seed));
+      std::normal_distribution<float> noise(0.0f, 3.0f);
+      std::string text;
+      bool ended = false;
+      for (int step = 0; step < 64 && !ended; ++step) {
+        std::vector<float> logits(logits_size);
+        for (float& x : logits) x = noise(rng);
+        const int32_t id = sampler.Sample(logits).id;
+        sampler.Accept(id);
+        if (id == eos) {
+          ended = true;
+        } else {
+          ASSERT_LT(id, 256);
+          text.push_back(static_cast<char>(id));
+        }
+      }
+      if (!ended) continue;  // 64 steps of whitespace-free JSON end long before; still
+      const nlohmann::json doc = nlohmann::json::parse(text, nullptr, false);
+      ASSERT_TRUE(doc.is_object()) << text << " (logits " << logits_size << ")";
+      EXPECT_TRUE(doc["k"].is_boolean()) << text;
+    }
   }
 }
 

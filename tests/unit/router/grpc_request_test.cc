@@ -100,5 +100,56 @@ TEST(GrpcRequestTest, MaxTokensKeepsItsFieldName) {
   EXPECT_THAT(std::string(fit.status().message()), HasSubstr("('stop.max_tokens')"));
 }
 
+// Tools, tool_choice and response_format map onto the same request the HTTP API parses.
+TEST(GrpcRequestTest, ToolsAndResponseFormatMapOntoTheHttpRequest) {
+  baton::v1::GenerateRequest r;
+  baton::v1::ChatInput* chat = r.mutable_chat();
+  baton::v1::ChatMessage* user = chat->add_messages();
+  user->set_role("user");
+  user->set_content("weather?");
+  baton::v1::ChatMessage* assistant = chat->add_messages();
+  assistant->set_role("assistant");
+  baton::v1::ToolCall* call = assistant->add_tool_calls();
+  call->set_id("call-1");
+  call->set_name("get_weather");
+  call->set_arguments(R"({"city": "Oslo"})");
+  baton::v1::ChatMessage* tool = chat->add_messages();
+  tool->set_role("tool");
+  tool->set_tool_call_id("call-1");
+  tool->set_content("sunny");
+  baton::v1::Tool* t = chat->add_tools();
+  t->set_name("get_weather");
+  t->set_parameters_json(R"({"type": "object", "properties": {"city": {"type": "string"}}})");
+  chat->set_tool_choice("get_weather");
+  absl::StatusOr<frontdoor::OpenAiRequest> got =
+      frontdoor::FromProto(r, frontdoor::ProtocolLimits());
+  ASSERT_TRUE(got.ok()) << got.status();
+  EXPECT_EQ(got->tool_choice, frontdoor::OpenAiRequest::ToolChoice::kNamed);
+  EXPECT_EQ(got->tool_choice_name, "get_weather");
+  EXPECT_EQ(got->constraint, frontdoor::OpenAiRequest::Constraint::kJsonSchema);
+  EXPECT_EQ(got->chat["tools"][0]["function"]["parameters"]["properties"]["city"]["type"],
+            "string");
+  EXPECT_EQ(got->chat["messages"][1]["tool_calls"][0]["function"]["arguments"]["city"], "Oslo");
+  EXPECT_EQ(got->chat["messages"][2]["tool_call_id"], "call-1");
+
+  chat->set_tool_choice("nope");
+  absl::StatusOr<frontdoor::OpenAiRequest> unknown =
+      frontdoor::FromProto(r, frontdoor::ProtocolLimits());
+  ASSERT_FALSE(unknown.ok());
+  EXPECT_THAT(std::string(unknown.status().message()), HasSubstr("not among the request's"));
+
+  baton::v1::GenerateRequest json = Request();
+  json.mutable_response_format()->set_json_schema(R"({"type": "string", "pattern": "a"})");
+  absl::StatusOr<frontdoor::OpenAiRequest> refused =
+      frontdoor::FromProto(json, frontdoor::ProtocolLimits());
+  ASSERT_FALSE(refused.ok());
+  EXPECT_THAT(std::string(refused.status().message()), HasSubstr("pattern"));
+  json.mutable_response_format()->set_json_object(true);
+  absl::StatusOr<frontdoor::OpenAiRequest> object =
+      frontdoor::FromProto(json, frontdoor::ProtocolLimits());
+  ASSERT_TRUE(object.ok()) << object.status();
+  EXPECT_EQ(object->constraint, frontdoor::OpenAiRequest::Constraint::kJsonObject);
+}
+
 }  // namespace
 }  // namespace baton::router

@@ -1,0 +1,56 @@
+#include "engine/grammar_cache.h"
+
+#include <vector>
+
+#include "common/status.h"
+#include "grammar/json_schema.h"
+
+namespace baton::engine {
+
+GrammarCache::GrammarCache(std::shared_ptr<const tokenizer::Tokenizer> tokenizer, size_t capacity)
+    : tokenizer_(std::move(tokenizer)), capacity_(capacity == 0 ? 1 : capacity) {}
+
+absl::StatusOr<std::shared_ptr<const grammar::TokenVocab>> GrammarCache::VocabLocked() {
+  if (vocab_ != nullptr) return vocab_;
+  const int32_t n = tokenizer_->vocab_size();
+  std::vector<std::string> bytes(static_cast<size_t>(n));
+  std::vector<bool> special(static_cast<size_t>(n));
+  for (int32_t id = 0; id < n; ++id) {
+    bytes[id] = tokenizer_->TokenBytes(id);
+    special[id] = tokenizer_->IsSpecial(id);
+  }
+  BATON_ASSIGN_OR_RETURN(vocab_, grammar::MakeTokenVocab(std::move(bytes), std::move(special)));
+  return vocab_;
+}
+
+absl::StatusOr<std::shared_ptr<const grammar::TokenGrammar>> GrammarCache::Get(
+    const OutputConstraint& constraint) {
+  if (constraint.kind == OutputConstraint::Kind::kNone) return nullptr;
+  const bool object = constraint.kind == OutputConstraint::Kind::kJsonObject;
+  // The kind is part of the key: "o" alone is json_object, "s" + text a schema.
+  std::string key = object ? "o" : "s" + constraint.json_schema;
+  std::lock_guard<std::mutex> lock(mu_);
+  if (auto it = index_.find(key); it != index_.end()) {
+    lru_.splice(lru_.begin(), lru_, it->second);
+    return it->second->second;
+  }
+  // Compiled under the lock: two requests with a new schema would otherwise both compile
+  // it, and compiling is cheap next to a prefill.
+  std::shared_ptr<const grammar::Grammar> compiled;
+  if (object) {
+    compiled = grammar::JsonObjectGrammar();
+  } else {
+    BATON_ASSIGN_OR_RETURN(compiled, grammar::CompileJsonSchema(constraint.json_schema));
+  }
+  BATON_ASSIGN_OR_RETURN(auto vocab, VocabLocked());
+  BATON_ASSIGN_OR_RETURN(auto bound, grammar::TokenGrammar::Create(std::move(compiled), vocab));
+  lru_.emplace_front(key, bound);
+  index_[std::move(key)] = lru_.begin();
+  while (lru_.size() > capacity_) {
+    index_.erase(lru_.back().first);
+    lru_.pop_back();
+  }
+  return bound;
+}
+
+}  // namespace baton::engine
