@@ -39,4 +39,10 @@ size_t TokenGrammar::tables_built() const {
   return tables_built_;
 }
 
+void TokenGrammar::BuildAllTables() const {
+  for (int32_t pos = 0; pos < grammar_->num_positions(); ++pos) {
+    if (grammar_->element(pos).kind == Grammar::Kind::kBytes) (void)Table(pos);
+  }
+}
+
 }  // namespace baton::grammar

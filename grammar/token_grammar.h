@@ -44,6 +44,10 @@ class TokenGrammar {
 
   // The table of a kBytes position, built now if it is not cached.
   std::shared_ptr<const PositionTable> Table(int32_t pos) const;
+  // Builds the table of every kBytes position now, so that no step of a sequence waits
+  // for one (the engine does it when it binds a schema; xgrammar's compile step does the
+  // same work). Tables beyond table_cache_bytes are dropped and rebuilt when needed.
+  void BuildAllTables() const;
   const MaskCache& masks() const { return masks_; }
   size_t tables_built() const;
 
