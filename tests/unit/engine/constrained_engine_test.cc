@@ -15,9 +15,13 @@
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
 #include "nlohmann/json.hpp"
+#include "tests/unit/engine/drain_stream.h"
 
 namespace baton::engine {
 namespace {
+
+using ::baton::testing::Drain;
+using ::baton::testing::Outcome;
 
 using ::testing::HasSubstr;
 using Json = nlohmann::json;
@@ -35,23 +39,6 @@ const LoadedModel* Load(const std::string& path) {
     slot = std::make_unique<LoadedModel>(std::move(*m));
   }
   return slot.get();
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::string text;
-  TokenEvent last;
-};
-
-Outcome Drain(RequestStream* s) {
-  Outcome o;
-  TokenEvent e;
-  while (s->Next(&e)) {
-    o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
-    o.text += e.text;
-    if (e.finished) o.last = e;
-  }
-  return o;
 }
 
 EngineOptions Options() {

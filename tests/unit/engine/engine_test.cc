@@ -20,9 +20,13 @@
 #include "engine/generator.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/drain_stream.h"
 
 namespace baton::engine {
 namespace {
+
+using ::baton::testing::Drain;
+using ::baton::testing::Outcome;
 
 using ::testing::HasSubstr;
 
@@ -48,12 +52,6 @@ struct Expected {
   std::vector<int32_t> ids;
   std::string text;
   std::string finish_reason;
-};
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  std::string text;
-  TokenEvent last;
 };
 
 // Requests with a shared 40-token prefix (two families), varied suffixes, lengths,
@@ -100,17 +98,6 @@ Expected Alone(const LoadedModel& m, const EngineRequest& r) {
   EXPECT_TRUE(g.ok()) << g.status();
   if (!g.ok()) return {};
   return {g->output_ids, g->text, g->finish_reason};
-}
-
-Outcome Drain(RequestStream* s) {
-  Outcome o;
-  TokenEvent e;
-  while (s->Next(&e)) {
-    o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
-    o.text += e.text;
-    if (e.finished) o.last = e;
-  }
-  return o;
 }
 
 EngineOptions SmallOptions() {

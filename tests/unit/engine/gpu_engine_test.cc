@@ -16,10 +16,14 @@
 #include "engine/engine.h"
 #include "engine/model_runner.h"
 #include "gtest/gtest.h"
+#include "tests/unit/engine/drain_stream.h"
 #include "tests/unit/engine/test_gpu_ops.h"
 
 namespace baton::engine {
 namespace {
+
+using ::baton::testing::Drain;
+using ::baton::testing::Outcome;
 
 const std::string kTiny = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
 const std::string kStories =
@@ -54,21 +58,6 @@ GpuRun StartGpu(const LoadedModel& m, EngineOptions o, GpuEngineOptions g = {}) 
   EXPECT_TRUE(engine.ok()) << engine.status();
   if (engine.ok()) run.engine = *std::move(engine);
   return run;
-}
-
-struct Outcome {
-  std::vector<int32_t> ids;
-  TokenEvent last;
-};
-
-Outcome Drain(RequestStream* s) {
-  Outcome o;
-  TokenEvent e;
-  while (s->Next(&e)) {
-    o.ids.insert(o.ids.end(), e.token_ids.begin(), e.token_ids.end());
-    if (e.finished) o.last = e;
-  }
-  return o;
 }
 
 std::vector<EngineRequest> Requests(const LoadedModel& m, int n, uint32_t seed) {
