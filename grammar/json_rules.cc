@@ -33,17 +33,29 @@ ByteSet Hex() {
 
 // The alternatives of one string character after the opening quote: an unescaped ASCII
 // character, an escape, or one complete, valid UTF-8 sequence (no overlongs, no
-// surrogates, nothing past U+10FFFF). `esc` is the rule after the backslash.
-std::vector<std::vector<Symbol>> CharAlternatives(int32_t esc) {
+// surrogates, nothing past U+10FFFF). Escapes are written out, not a rule of their own:
+// the token tables (token_table.h) are exact only inside one rule, and a one-character
+// rule would leave every token longer than it to be decided at decode time.
+std::vector<std::vector<Symbol>> CharAlternatives() {
   ByteSet ascii = ByteSet::Range(0x20, 0x7f);
   ascii.Remove('"');
   ascii.Remove('\\');
   const Symbol cont = B::Bytes(ByteSet::Range(0x80, 0xbf));
   ByteSet three = ByteSet::Range(0xe1, 0xec);
   three.AddRange(0xee, 0xef);
+  // \uXXXX: a surrogate only as a high-low pair, as JSON parsers require.
+  const Symbol hex = B::Bytes(Hex());
+  ByteSet not_d = Hex();
+  not_d.Remove('d');
+  not_d.Remove('D');
+  const Symbol bs = B::Byte('\\');
   return {
       {B::Bytes(ascii)},
-      {B::Byte('\\'), B::Rule(esc)},
+      {bs, B::Bytes(Set("\"\\/bfnrt"))},
+      {bs, B::Byte('u'), B::Bytes(not_d), hex, hex, hex},
+      {bs, B::Byte('u'), B::Bytes(Set("dD")), B::Bytes(ByteSet::Range('0', '7')), hex, hex},
+      {bs, B::Byte('u'), B::Bytes(Set("dD")), B::Bytes(Set("89abAB")), hex, hex, bs, B::Byte('u'),
+       B::Bytes(Set("dD")), B::Bytes(Set("cdefCDEF")), hex, hex},
       {B::Bytes(ByteSet::Range(0xc2, 0xdf)), cont},
       {B::Byte(0xe0), B::Bytes(ByteSet::Range(0xa0, 0xbf)), cont},
       {B::Bytes(three), cont, cont},
@@ -68,32 +80,11 @@ int32_t JsonRules::Ws() {
 
 int32_t JsonRules::ColonWs() { return Ws(); }
 
-int32_t JsonRules::Char() {
-  if (char_ >= 0) return char_;
-  String();  // makes the escape rule
-  return char_;
-}
-
 int32_t JsonRules::String() {
   if (string_ >= 0) return string_;
-  const int32_t esc = b_->AddRule("escape");
-  b_->AddAlternative(esc, {B::Bytes(Set("\"\\/bfnrt"))});
-  // \uXXXX: a surrogate only as a high-low pair, as JSON parsers require.
-  const Symbol hex = B::Bytes(Hex());
-  ByteSet not_d = Hex();
-  not_d.Remove('d');
-  not_d.Remove('D');
-  b_->AddAlternative(esc, {B::Byte('u'), B::Bytes(not_d), hex, hex, hex});
-  b_->AddAlternative(
-      esc, {B::Byte('u'), B::Bytes(Set("dD")), B::Bytes(ByteSet::Range('0', '7')), hex, hex});
-  b_->AddAlternative(
-      esc, {B::Byte('u'), B::Bytes(Set("dD")), B::Bytes(Set("89abAB")), hex, hex, B::Byte('\\'),
-            B::Byte('u'), B::Bytes(Set("dD")), B::Bytes(Set("cdefCDEF")), hex, hex});
-  char_ = b_->AddRule("char");
   chars_ = b_->AddRule("chars");
   b_->AddAlternative(chars_, {});
-  for (auto& alt : CharAlternatives(esc)) {
-    b_->AddAlternative(char_, alt);
+  for (auto& alt : CharAlternatives()) {
     alt.push_back(B::Rule(chars_));
     b_->AddAlternative(chars_, std::move(alt));
   }
@@ -104,8 +95,9 @@ int32_t JsonRules::String() {
 
 int32_t JsonRules::BoundedString(int64_t min, int64_t max) {
   if (min <= 0 && max < 0) return String();
-  const int32_t ch = Char();
-  // s_k: k characters so far.
+  String();  // makes chars_
+  // s_k: k characters so far; each character's alternatives written into s_k itself, so
+  // that a token of several characters stays inside one rule (see CharAlternatives).
   const int64_t last = max >= 0 ? max : min;
   int32_t next = max >= 0 ? -1 : chars_;
   for (int64_t k = last; k >= 0; --k) {
@@ -114,7 +106,12 @@ int32_t JsonRules::BoundedString(int64_t min, int64_t max) {
       b_->AddAlternative(r, {B::Rule(chars_)});
     } else {
       if (k >= min) b_->AddAlternative(r, {});
-      if (next >= 0) b_->AddAlternative(r, {B::Rule(ch), B::Rule(next)});
+      if (next >= 0) {
+        for (auto& alt : CharAlternatives()) {
+          alt.push_back(B::Rule(next));
+          b_->AddAlternative(r, std::move(alt));
+        }
+      }
     }
     next = r;
   }

@@ -48,7 +48,6 @@ class JsonRules {
   int32_t Format(const std::string& name);
 
  private:
-  int32_t Char();         // one string character (escape or UTF-8 sequence)
   int32_t Digits(int n);  // up to n more digits
   int32_t Date();
   int32_t Time();
@@ -61,7 +60,7 @@ class JsonRules {
   std::vector<GrammarBuilder::Symbol> Embed(Alternatives alts);
 
   GrammarBuilder* b_;
-  int32_t ws_ = -1, string_ = -1, chars_ = -1, char_ = -1, integer_ = -1;
+  int32_t ws_ = -1, string_ = -1, chars_ = -1, integer_ = -1;
   int32_t number_ = -1, boolean_ = -1, null_ = -1, any_ = -1, any_object_ = -1;
   int32_t date_ = -1, time_ = -1;
   std::vector<int32_t> digits_;
