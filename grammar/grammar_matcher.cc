@@ -64,7 +64,7 @@ void GrammarMatcher::Commit(size_t begin, size_t end, bool emptied) {
   for (size_t i = begin; i < end; ++i) {
     const uint32_t start = static_cast<uint32_t>(flat_.size());
     for (int32_t n = pool_[i]; n >= 0; n = nodes[n].parent) flat_.push_back(nodes[n].pos);
-    spans_.push_back({start, static_cast<uint32_t>(flat_.size()) - start});
+    spans_.emplace_back(start, static_cast<uint32_t>(flat_.size()) - start);
   }
   auto less = [&](const std::pair<uint32_t, uint32_t>& a, const std::pair<uint32_t, uint32_t>& b) {
     return std::lexicographical_compare(flat_.begin() + a.first, flat_.begin() + a.first + a.second,

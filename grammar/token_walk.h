@@ -19,12 +19,13 @@ namespace baton::grammar {
 class TokenWalk {
  public:
   struct Level {
-    uint32_t begin, end;  // its tops in the pool
+    uint32_t begin, end;  // its tops in the pool (begin == end: dead, or not yet made)
     uint32_t arena;       // Pda node count after this level was made
+    int32_t state;        // the remembered state of these tops (below), or -1
+    bool alive;           // some stack lives
     bool exact;           // some top is not guessed (Pda::set_guess_below)
+    bool made;            // the tops are in the pool (a remembered step leaves them out)
     PopFlags flags;       // from this level's byte; gave_up is kept from earlier levels
-    bool stable;          // every top's parent outlives the walk (below its first node)
-    uint64_t sig;         // hash of the tops' (pos, parent), when stable
   };
 
   // `memo`: remember steps (below); pays off over a whole vocabulary, not over a few
@@ -33,22 +34,24 @@ class TokenWalk {
       : pda_(pda), vocab_(vocab), memo_on_(memo) {}
 
   // Walks vocab.sorted[i] for each i in `order` (ascending). visit(i, token_bytes, depth)
-  // is called once per token; depth is how many of its bytes were consumed while some stack
-  // lived; level(d) describes the state after d bytes, for d <= depth.
+  // is called for each token that Accepted or Uncertain may hold (tokens of a subtree of
+  // the trie that died before their end are skipped, a comparison each); depth is how many
+  // of its bytes were consumed while some stack lived; level(d) describes the state after
+  // d bytes, for d <= depth.
   template <typename Visit>
   void Run(std::span<const int32_t> base, std::span<const int32_t> order, Visit&& visit) {
     const size_t arena0 = pda_->nodes().size();
     pool_.assign(base.begin(), base.end());
     levels_.clear();
     arena0_ = static_cast<int32_t>(arena0);
-    memo_.clear();
-    levels_.push_back({0, static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(arena0), true,
-                       PopFlags{}, false, 0});
-    Sign(&levels_.back());
+    ForgetStates();
+    levels_.push_back(MadeLevel(0, PopFlags{}));
+    levels_.back().state = Intern(levels_.back());
     size_t cur = 0;
     std::string_view prev;
     int32_t prev_index = -2;
-    for (int32_t index : order) {
+    for (size_t k = 0; k < order.size(); ++k) {
+      const int32_t index = order[k];
       const std::string_view tok = vocab_->bytes(vocab_->sorted[index]);
       size_t common;
       if (index == prev_index + 1) {
@@ -63,29 +66,23 @@ class TokenWalk {
       levels_.resize(cur + 1);
       pool_.resize(levels_[cur].end);
       pda_->nodes().resize(levels_[cur].arena);
-      while (cur < tok.size() && levels_[cur].end > levels_[cur].begin) {
-        const uint8_t byte = static_cast<uint8_t>(tok[cur]);
-        const Level from = levels_[cur];
-        const size_t begin = pool_.size();
-        PopFlags flags;
-        if (!Replay(from, byte, &flags)) {
-          pda_->Advance(&pool_, from.begin, from.end, byte, &flags);
-        }
-        const bool step_gave_up = flags.gave_up;
-        flags.gave_up = flags.gave_up || from.flags.gave_up;
-        bool exact = false;
-        for (size_t i = begin; i < pool_.size() && !exact; ++i) {
-          exact = !pda_->nodes()[pool_[i]].guessed;
-        }
-        levels_.push_back({static_cast<uint32_t>(begin), static_cast<uint32_t>(pool_.size()),
-                           static_cast<uint32_t>(pda_->nodes().size()), exact, flags, false, 0});
-        Sign(&levels_.back());
-        Remember(from, byte, levels_.back(), step_gave_up);
+      while (cur < tok.size() && levels_[cur].alive) {
+        Step(cur, static_cast<uint8_t>(tok[cur]));
         ++cur;
       }
       visit(index, tok, cur);
       prev = tok;
       prev_index = index;
+      const Level& l = levels_[cur];
+      if (cur < tok.size() && !l.alive && !l.flags.gave_up) {
+        // Every token after this one that shares its first `cur` bytes dies at the same
+        // byte, before its end: neither accepted nor uncertain, so not visited.
+        while (k + 1 < order.size() && order[k + 1] == prev_index + 1 &&
+               vocab_->lcp[order[k + 1]] >= cur) {
+          prev_index = order[++k];
+        }
+        prev = vocab_->bytes(vocab_->sorted[prev_index]);
+      }
     }
     pda_->nodes().resize(arena0);
   }
@@ -94,24 +91,32 @@ class TokenWalk {
   // real (not guessed) stack lives, or one finished exactly at the token's end.
   bool Accepted(std::string_view tok, size_t depth) const {
     const Level& l = levels_[depth];
-    return depth == tok.size() && ((l.exact && l.end > l.begin) || l.flags.emptied);
+    return depth == tok.size() && ((l.exact && l.alive) || l.flags.emptied);
   }
   // Not Accepted, but a guessed stack took the whole token (or the guess was given up):
   // the real stack below the cut decides.
   bool Uncertain(std::string_view tok, size_t depth) const {
     const Level& l = levels_[depth];
     if (l.flags.gave_up) return true;
-    return depth == tok.size() && (l.end > l.begin || l.flags.guessed_end);
+    return depth == tok.size() && (l.alive || l.flags.guessed_end);
   }
 
  private:
-  // Steps between stable levels are remembered by (tops, byte): inside a string, after any
-  // plain character the state is the one before it, and a vocabulary walk takes that step
-  // a few hundred thousand times; a replay appends nodes without expanding rules.
-  struct Step {
-    std::vector<uint64_t> from, to;  // (pos, parent) of the tops before and after
-    PopFlags flags;
+  // With `memo`, the walk is a DFA built as it goes: a level whose tops all hang on frames
+  // older than the walk (a "stable" level) is a state, known by its tops' (pos, parent),
+  // and each (state, byte) step taken once is remembered. Inside a string, after any plain
+  // character the state is the one before it, and a vocabulary walk takes that step a few
+  // hundred thousand times: a remembered step is one table lookup, and its tops are made
+  // in the pool only when a step from them is not remembered.
+  struct State {
+    std::vector<uint64_t> tops;  // (pos, parent) of each top
+    bool alive, exact;
   };
+  struct Transition {
+    int32_t to = -1;  // -1: not taken yet
+    PopFlags flags;   // this step's own (gave_up not inherited)
+  };
+  static constexpr size_t kMaxStates = 4096;
 
   uint64_t Pair(int32_t top) const {
     const StackNode& n = pda_->nodes()[top];
@@ -119,50 +124,90 @@ class TokenWalk {
            static_cast<uint32_t>(n.parent);
   }
 
-  void Sign(Level* l) const {
-    if (!memo_on_) return;
-    uint64_t h = 0x9e3779b97f4a7c15ull;
-    for (uint32_t i = l->begin; i < l->end; ++i) {
-      if (pda_->nodes()[pool_[i]].parent >= arena0_) return;  // rolled back with the walk
-      h = (h ^ Pair(pool_[i])) * 0x100000001b3ull;
+  // A level from the pool's tops [begin, end of pool).
+  Level MadeLevel(size_t begin, const PopFlags& flags) const {
+    Level l{static_cast<uint32_t>(begin),
+            static_cast<uint32_t>(pool_.size()),
+            static_cast<uint32_t>(pda_->nodes().size()),
+            -1,
+            pool_.size() > begin,
+            false,
+            true,
+            flags};
+    for (size_t i = begin; i < pool_.size() && !l.exact; ++i) {
+      l.exact = !pda_->nodes()[pool_[i]].guessed;
     }
-    l->stable = true;
-    l->sig = h;
+    return l;
   }
 
-  bool SameTops(const Level& l, const std::vector<uint64_t>& pairs) const {
-    if (pairs.size() != l.end - l.begin) return false;
-    for (uint32_t i = l.begin; i < l.end; ++i) {
-      if (Pair(pool_[i]) != pairs[i - l.begin]) return false;
-    }
-    return true;
-  }
-
-  bool Replay(const Level& from, uint8_t byte, PopFlags* flags) {
-    if (!from.stable) return false;
-    auto it = memo_.find(from.sig * 257 + byte);
-    if (it == memo_.end() || !SameTops(from, it->second.from)) return false;
-    const Step& step = it->second;
-    if (step.to == step.from) {  // a loop: the very same frames again
-      for (uint32_t i = from.begin; i < from.end; ++i) pool_.push_back(pool_[i]);
-    } else {
-      for (uint64_t p : step.to) {
-        pool_.push_back(pda_->NewNode(static_cast<int32_t>(p >> 32), static_cast<int32_t>(p)));
+  // Advances level `cur` by `byte` and pushes the next level.
+  void Step(size_t cur, uint8_t byte) {
+    const int32_t from_state = levels_[cur].state;
+    const bool inherited_gave_up = levels_[cur].flags.gave_up;
+    if (from_state >= 0) {
+      const Transition& t = transitions_[static_cast<size_t>(from_state) * 256 + byte];
+      if (t.to >= 0) {
+        const State& s = states_[t.to];
+        PopFlags flags = t.flags;
+        flags.gave_up = flags.gave_up || inherited_gave_up;
+        levels_.push_back({static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(pool_.size()),
+                           static_cast<uint32_t>(pda_->nodes().size()), t.to, s.alive, s.exact,
+                           false, flags});
+        return;
       }
     }
-    *flags = step.flags;
-    return true;
+    Make(cur);
+    const Level from = levels_[cur];
+    const size_t begin = pool_.size();
+    PopFlags flags;
+    pda_->Advance(&pool_, from.begin, from.end, byte, &flags);
+    const PopFlags own = flags;
+    flags.gave_up = flags.gave_up || inherited_gave_up;
+    levels_.push_back(MadeLevel(begin, flags));
+    if (from_state < 0) return;
+    Level& to = levels_.back();
+    to.state = Intern(to);
+    if (to.state >= 0) {
+      transitions_[static_cast<size_t>(from_state) * 256 + byte] = {to.state, own};
+    }
   }
 
-  void Remember(const Level& from, uint8_t byte, const Level& to, bool gave_up) {
-    if (!from.stable || !to.stable) return;
-    if (memo_.size() > 4096) memo_.clear();
-    auto [it, inserted] = memo_.try_emplace(from.sig * 257 + byte);
-    if (!inserted) return;
-    for (uint32_t i = from.begin; i < from.end; ++i) it->second.from.push_back(Pair(pool_[i]));
-    for (uint32_t i = to.begin; i < to.end; ++i) it->second.to.push_back(Pair(pool_[i]));
-    it->second.flags = to.flags;
-    it->second.flags.gave_up = gave_up;  // this step's own; the path's is sticky
+  // Puts a remembered level's tops in the pool (only the deepest level is ever made late,
+  // so they go at the pool's end).
+  void Make(size_t cur) {
+    Level& l = levels_[cur];
+    if (l.made) return;
+    l.begin = static_cast<uint32_t>(pool_.size());
+    for (uint64_t p : states_[l.state].tops) {
+      pool_.push_back(pda_->NewNode(static_cast<int32_t>(p >> 32), static_cast<int32_t>(p)));
+    }
+    l.end = static_cast<uint32_t>(pool_.size());
+    l.arena = static_cast<uint32_t>(pda_->nodes().size());
+    l.made = true;
+  }
+
+  // The state of a made level, or -1 when it is not stable (a top hangs on a frame the
+  // walk made, which the walk rolls back) or too many states are known.
+  int32_t Intern(const Level& l) {
+    if (!memo_on_) return -1;
+    key_.clear();
+    for (uint32_t i = l.begin; i < l.end; ++i) {
+      if (pda_->nodes()[pool_[i]].parent >= arena0_) return -1;
+      key_.push_back(Pair(pool_[i]));
+    }
+    if (auto it = state_ids_.find(key_); it != state_ids_.end()) return it->second;
+    if (states_.size() >= kMaxStates) return -1;
+    const int32_t id = static_cast<int32_t>(states_.size());
+    states_.push_back({key_, l.alive, l.exact});
+    transitions_.resize(states_.size() * 256);
+    state_ids_.emplace(key_, id);
+    return id;
+  }
+
+  void ForgetStates() {
+    states_.clear();
+    transitions_.clear();
+    state_ids_.clear();
   }
 
   Pda* pda_;
@@ -171,7 +216,10 @@ class TokenWalk {
   std::vector<Level> levels_;
   bool memo_on_;
   int32_t arena0_ = 0;
-  absl::flat_hash_map<uint64_t, Step> memo_;
+  std::vector<State> states_;
+  std::vector<Transition> transitions_;  // [state * 256 + byte]
+  absl::flat_hash_map<std::vector<uint64_t>, int32_t> state_ids_;
+  std::vector<uint64_t> key_;
 };
 
 }  // namespace baton::grammar
