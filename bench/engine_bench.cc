@@ -119,10 +119,11 @@ double HugePageBytes() {
 
 Result BenchModel(const std::string& path, ThreadPool* threads, const Probes& probes,
                   int prompt_tokens, int decode_tokens, int reps, bool use_mmap,
-                  const std::string& kv_dtype) {
+                  const std::string& kv_dtype, bool int8_activations) {
   const double huge_before = HugePageBytes();
   model::OpenOptions options;
   options.use_mmap = use_mmap;
+  options.int8_activations = int8_activations;
   auto opened = model::Model::Open(path, options);
   if (!opened.ok()) {
     std::fprintf(stderr, "engine_bench: %s\n", std::string(opened.status().message()).c_str());
@@ -222,7 +223,7 @@ int main(int argc, char** argv) {
   CLI::App app{"CPU engine benchmark: decode vs memory bandwidth, prefill vs the GEMM probe"};
   std::vector<std::string> models;
   int threads = 0, prompt_tokens = 512, decode_tokens = 32, reps = 5;
-  bool quick = false, no_mmap = false;
+  bool quick = false, no_mmap = false, int8 = false;
   std::string kv_dtype = "bf16";
   app.add_option("--model", models, "Model paths (.gguf or HF directory), repeatable")->required();
   app.add_option("--threads", threads, "Threads (0: one per core)");
@@ -235,6 +236,9 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--no-mmap", no_mmap,
                "Copy the weights into anonymous huge-page memory instead of mapping the files");
+  app.add_flag("--int8-activations", int8,
+               "Q4_K/Q5_K/Q6_K weights meet activations rounded to 8-bit blocks (the "
+               "engine's --quant-activations int8)");
   app.add_flag("--quick", quick, "One repetition, 8 decode steps (a smoke run)");
   app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type, as the engine's flag")
       ->check(CLI::IsMember({"bf16", "f32"}))
@@ -246,16 +250,17 @@ int main(int argc, char** argv) {
   }
 
   baton::ThreadPool pool(threads);
-  std::printf("engine_bench: %d threads, %s kernels, weights %s, %s KV cache\n", pool.num_threads(),
-              baton::cpu::ActiveIsa(), no_mmap ? "copied (--no-mmap)" : "memory-mapped",
-              kv_dtype.c_str());
+  std::printf("engine_bench: %d threads, %s kernels, weights %s, %s KV cache, %s activations\n",
+              pool.num_threads(), baton::cpu::ActiveIsa(),
+              no_mmap ? "copied (--no-mmap)" : "memory-mapped", kv_dtype.c_str(),
+              int8 ? "int8 (K-quants)" : "f32");
   baton::bench::ReadProbe read_probe(&pool, size_t{1} << 30);
   const baton::Probes probes{&pool, quick ? 1 : 3, &read_probe};
   std::vector<baton::Result> results;
   results.reserve(models.size());
   for (const std::string& path : models) {
     results.push_back(baton::BenchModel(path, &pool, probes, prompt_tokens, decode_tokens, reps,
-                                        !no_mmap, kv_dtype));
+                                        !no_mmap, kv_dtype, int8));
   }
   using baton::Median;
   std::printf(

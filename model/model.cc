@@ -86,6 +86,13 @@ void Prefault(const Weights& w, const OpenOptions& options) {
 absl::StatusOr<std::unique_ptr<Model>> Finish(ModelParts parts, std::vector<MappedFile> files,
                                               std::string path, std::string format,
                                               const OpenOptions& options) {
+  if (options.int8_activations) {
+    auto mark = [](cpu::MatrixRef& m) { m.int8_activations = true; };
+    for (LayerWeights& l : parts.weights.layers) {
+      for (Linear* lin : {&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down}) mark(lin->weight);
+    }
+    mark(parts.weights.lm_head);
+  }
   if (options.prefault) {
     Prefault(parts.weights, options);
     // A file partly cached in small folios gets one more pass, after the whole file is

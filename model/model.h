@@ -53,6 +53,9 @@ struct OpenOptions {
   // false: copy the files into anonymous huge-page memory instead of mapping them
   // (llama.cpp's --no-mmap). Costs a copy's worth of RAM beside the page cache.
   bool use_mmap = true;
+  // Q4_K, Q5_K and Q6_K matrices multiply activations rounded to 8-bit blocks, as llama.cpp
+  // does (cpu::MatrixRef::int8_activations; `--quant-activations int8`); false: exact f32.
+  bool int8_activations = false;
 };
 
 class Model {

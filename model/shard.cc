@@ -61,7 +61,10 @@ class Slicer {
     uint8_t* dst = Allocate(take * m.rows);
     const auto* src = static_cast<const uint8_t*>(m.data);
     for (int64_t r = 0; r < m.rows; ++r) std::memcpy(dst + take * r, src + row * r + skip, take);
-    return cpu::MatrixRef{m.dtype, dst, m.rows, count};
+    cpu::MatrixRef part = m;
+    part.data = dst;
+    part.cols = count;
+    return part;
   }
   static std::vector<float> Part(const std::vector<float>& v, int64_t begin, int64_t count) {
     if (v.empty()) return {};

@@ -59,6 +59,7 @@ struct GenerateFlags {
   int64_t prefill_chunk = 512;
   bool quiet = false;
   bool no_mmap = false;
+  std::string quant_activations = "f32";
 };
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, const char* flag) {
@@ -105,9 +106,10 @@ absl::StatusOr<engine::SamplingParams> ToParams(const GenerateFlags& f) {
 
 // Progress on stderr while a large model's pages are read in: a bar on a terminal,
 // a line per 10% otherwise.
-model::OpenOptions LoadOptions(bool quiet, bool no_mmap) {
+model::OpenOptions LoadOptions(bool quiet, bool no_mmap, bool int8_activations) {
   model::OpenOptions options;
   options.use_mmap = !no_mmap;
+  options.int8_activations = int8_activations;
   if (quiet) return options;
   const bool tty = isatty(fileno(stderr)) != 0;
   auto last = std::make_shared<int>(-1);
@@ -140,7 +142,8 @@ absl::Status Run(const GenerateFlags& flags) {
   const auto load_start = std::chrono::steady_clock::now();
   BATON_ASSIGN_OR_RETURN(
       engine::LoadedModel loaded,
-      engine::LoadModel(flags.model, LoadOptions(flags.quiet || flags.json, flags.no_mmap)));
+      engine::LoadModel(flags.model, LoadOptions(flags.quiet || flags.json, flags.no_mmap,
+                                                 flags.quant_activations == "int8")));
   const double load_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - load_start).count();
   const tokenizer::Tokenizer& tok = *loaded.tokenizer.tokenizer;
@@ -297,6 +300,7 @@ void AddGenerateCommand(CLI::App& app) {
   cmd->add_flag("--no-mmap", f->no_mmap,
                 "Copy the weights into (huge-page) memory instead of mapping the file: faster "
                 "decode, a copy's worth of RAM (llama.cpp's --no-mmap)");
+  worker::AddQuantActivationsFlag(cmd, &f->quant_activations);
   cmd->add_flag("--quiet", f->quiet, "No progress or summary on stderr");
   cmd->callback([f] {
     absl::Status status = Run(*f);

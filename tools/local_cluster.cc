@@ -65,6 +65,7 @@ std::vector<std::string> WorkerArgs(const worker::WorkerFlags& f, const std::str
   if (f.no_prefix_cache) a.emplace_back("--no-prefix-cache");
   if (f.no_mmap) a.emplace_back("--no-mmap");
   if (f.check_weights) a.emplace_back("--check-weights");
+  a.insert(a.end(), {"--quant-activations", f.quant_activations});
   const std::vector<std::string> auth = service::InternalAuthArgs(f.auth);
   a.insert(a.end(), auth.begin(), auth.end());
   return a;

@@ -69,6 +69,7 @@ absl::StatusOr<std::unique_ptr<GroupRanks>> GroupRanks::Start(const WorkerFlags&
     if (!f.ucx_tls.empty()) args.insert(args.end(), {"--ucx-tls", f.ucx_tls});
     if (f.no_mmap) args.emplace_back("--no-mmap");
     if (f.check_weights) args.emplace_back("--check-weights");
+    args.insert(args.end(), {"--quant-activations", f.quant_activations});
     BATON_ASSIGN_OR_RETURN(auto child,
                            ChildProcess::Spawn(StrCat("group rank ", r), args, absl::Seconds(120)));
     LogInfo("baton worker: group rank %d of %d started (pid %d), %s", r, f.group_size(),
@@ -225,6 +226,7 @@ absl::Status RunGroupRank(const WorkerFlags& f, const std::string& name) {
 
   model::OpenOptions open;
   open.use_mmap = !f.no_mmap;
+  open.int8_activations = f.quant_activations == "int8";
   BATON_ASSIGN_OR_RETURN(engine::LoadedModel loaded,
                          engine::LoadModel(f.model, open, engine::PlacementOf(g)));
   if (f.check_weights) BATON_RETURN_IF_ERROR(model::CheckWeightsFinite(*loaded.model));

@@ -117,6 +117,17 @@ void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* dtype) {
       ->capture_default_str();
 }
 
+void AddQuantActivationsFlag(CLI::App* cmd, std::string* mode) {
+  cmd->add_option("--quant-activations", *mode,
+                  "How Q4_K/Q5_K/Q6_K weights meet activations: f32 (the weights widened to "
+                  "f32, exact against the dequantized model) or int8 (activations rounded to "
+                  "8-bit blocks and multiplied as integers, llama.cpp's numerics; faster). "
+                  "Other weight types always take the f32 path")
+      ->envname("BATON_QUANT_ACTIVATIONS")
+      ->check(CLI::IsMember({"f32", "int8"}))
+      ->capture_default_str();
+}
+
 void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
   AddDeviceFlags(cmd, &f->device);
   AddKvCacheDtypeFlag(cmd, &f->kv_cache_dtype);
@@ -145,6 +156,7 @@ void AddEngineFlags(CLI::App* cmd, WorkerFlags* f) {
       ->check(CLI::Range(0, 10000));
   cmd->add_flag("--no-mmap", f->no_mmap,
                 "Copy the weights into (huge-page) memory instead of mapping the file");
+  AddQuantActivationsFlag(cmd, &f->quant_activations);
   cmd->add_flag("--check-weights", f->check_weights,
                 "Scan every weight for NaN and Inf after loading and refuse the model if one "
                 "has any (one extra pass over the weights)")
@@ -305,6 +317,7 @@ absl::StatusOr<std::unique_ptr<WorkerRuntime>> WorkerRuntime::Start(
 
   model::OpenOptions open;
   open.use_mmap = !flags.no_mmap;
+  open.int8_activations = flags.quant_activations == "int8";
   open.progress = model::LogLoadProgress(flags.model);
   // Only prefill and decode workers take part in KV transfers: a colocated worker opens no
   // UCX listener at all (the router never pairs it with a prefill worker), unless its pool

@@ -50,6 +50,7 @@ struct WorkerFlags {
   int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
   bool no_prefix_cache = false;
   bool no_mmap = false;
+  std::string quant_activations = "f32";  // --quant-activations: OpenOptions::int8_activations
   double shutdown_grace_seconds = kDefaultShutdownGraceSeconds;  // `baton worker`, baton-*
   bool check_weights = false;  // --check-weights: refuse a model with a NaN or Inf weight
   // Disaggregation (docs/disaggregation.md): "colocated" (prefill and decode in one
@@ -104,6 +105,8 @@ std::vector<std::string> DeviceArgs(const engine::DeviceOptions& device, int dev
 
 // --kv-cache-dtype bf16|f32 (BATON_KV_CACHE_DTYPE; every binary that runs the engine).
 void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* dtype);
+// --quant-activations f32|int8 (BATON_QUANT_ACTIVATIONS): model::OpenOptions::int8_activations.
+void AddQuantActivationsFlag(CLI::App* cmd, std::string* mode);
 
 // The engine flags (--device, --threads, --kv-cache-memory, ..., --no-mmap); not --model, --host or
 // --port, which each command defines with its own meaning.

@@ -26,6 +26,7 @@ options:
   --models-dir DIR  where make_peer_models.sh wrote the files
                     (default build/bench-models/peers)
   --only REGEX      only the files whose name matches (e.g. '135m|stories')
+  --baton-args ARGS more engine_bench arguments, split on spaces (e.g. --int8-activations)
   --results DIR     raw outputs (default build/peers/results/<time>)
   --wait-idle S     before each call, wait up to S seconds for a second in which the other
                     processes keep the CPUs under 25% busy (default 0: do not wait); each
@@ -44,6 +45,7 @@ here=$repo/bench/peers
 rounds=3 threads=2 reps=3 prompt=512 decode=64 tiny_prompt=128 quick=0 only="" wait_idle=0
 models=$repo/build/bench-models/peers
 results=""
+baton_args=""
 while [[ $# -gt 0 ]]; do
   case $1 in
     -h|--help) usage; exit 0 ;;
@@ -58,6 +60,7 @@ while [[ $# -gt 0 ]]; do
     --only) only=$2; shift 2 ;;
     --results) results=$2; shift 2 ;;
     --wait-idle) wait_idle=$2; shift 2 ;;
+    --baton-args) baton_args=$2; shift 2 ;;
     *) echo "run_engine_vs_llama_cpp: unknown argument $1" >&2; usage >&2; exit 2 ;;
   esac
 done
@@ -151,7 +154,7 @@ run_baton() {  # round file
   n=$(name_of "$f"); p=$(prompt_for "$f"); log=$results/baton-$n-r$r.txt
   settle "round $r Baton $n (engine_bench $(built "$engine_bench"))"
   if "$engine_bench" --model "$f" --threads "$threads" --prompt-tokens "$p" \
-      --decode-tokens "$decode" --reps "$reps" > "$log" 2>&1; then
+      --decode-tokens "$decode" --reps "$reps" $baton_args > "$log" 2>&1; then
     # The row under the header "model dtype 2MiB decode tok/s GB/s % bound [..] % peak prompt
     # prefill t/s ...": decode tok/s is field 4, prompt 9, prefill t/s 10.
     awk -v r="$r" -v n="$n" -v d="$decode" '

@@ -358,6 +358,46 @@ const uint16_t* PackX(const float* x, int64_t m, int64_t x_stride, int64_t k, Th
   return buf.data();
 }
 
+// x as the activation blocks of `dtype` (quant_dot.h) for GemmQ8K, in this thread's reused
+// buffers (as PackX): sets a->xq or a->xq32, and a->xq_stride.
+void QuantizeX(DType dtype, const float* x, int64_t m, int64_t x_stride, int64_t k,
+               ThreadPool* pool, GemmArgs* a) {
+  thread_local std::vector<Q8KBlock> buf;
+  thread_local std::vector<Q8Block32> buf32;
+  const bool k_quant = ActivationBlock(dtype) == kQ8KBlock;
+  const int64_t stride = k / ActivationBlock(dtype);
+  if (k_quant && buf.size() < static_cast<size_t>(m * stride)) buf.resize(m * stride);
+  if (!k_quant && buf32.size() < static_cast<size_t>(m * stride)) buf32.resize(m * stride);
+  a->xq_stride = stride;
+  a->xq = k_quant ? buf.data() : nullptr;
+  a->xq32 = k_quant ? nullptr : buf32.data();
+  struct Quantize {
+    const float* x;
+    int64_t x_stride, k, stride;
+    Q8KBlock* out;
+    Q8Block32* out32;
+  } q{x, x_stride, k, stride, k_quant ? buf.data() : nullptr, k_quant ? nullptr : buf32.data()};
+  auto run = [p = &q](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      if (p->out != nullptr) {
+        QuantizeRowQ8K(p->x + r * p->x_stride, p->k, p->out + r * p->stride);
+      } else {
+        QuantizeRowQ8Block32(p->x + r * p->x_stride, p->k, p->out32 + r * p->stride);
+      }
+    }
+  };
+  const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(k, 1));
+  if (pool != nullptr && m >= 2 * grain) {
+    pool->ParallelFor(m, grain, run);
+  } else {
+    run(0, m);
+  }
+}
+
+bool UsesInt8(const MatrixRef& w) {
+  return w.int8_activations && HasInt8Product(w.dtype) && w.cols % ActivationBlock(w.dtype) == 0;
+}
+
 }  // namespace
 
 void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, const float* bias,
@@ -390,7 +430,10 @@ void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, con
     int64_t m_blocks = 1;  // when rows of x are split too
     int64_t block_rows = 0;
   } job{a, KernelFor(w.dtype), n};
-  if (job.kernel == internal::GemmAvx512Bf16) {
+  if (UsesInt8(w)) {
+    job.kernel = internal::GemmQ8K;
+    QuantizeX(w.dtype, x, m, x_stride, k, pool, &job.a);
+  } else if (job.kernel == internal::GemmAvx512Bf16) {
     job.a.xb = PackX(x, m, x_stride, k, pool, &job.a.xb_stride);
   }
 
@@ -424,6 +467,8 @@ void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, con
       a.m = std::min(j->block_rows, j->a.m - i0);
       a.x += i0 * a.x_stride;
       if (a.xb != nullptr) a.xb += i0 * a.xb_stride;
+      if (a.xq != nullptr) a.xq += i0 * a.xq_stride;
+      if (a.xq32 != nullptr) a.xq32 += i0 * a.xq_stride;
       a.y += i0 * a.y_stride;
       j->kernel(a, u * kUnitRows, std::min((u + 1) * kUnitRows, j->n));
     }
@@ -442,8 +487,8 @@ void MatMulShared(const float* x, int64_t m, int64_t x_stride,
   bool fuse = targets.size() > 1 && targets.size() <= 4 && pool != nullptr;
   for (const MatMulTarget& t : targets) {
     const int64_t units = (t.w.rows + kUnitRows - 1) / kUnitRows;
-    fuse = fuse && t.w.cols == k && t.w.dtype == dtype && t.w.rows > 0 &&
-           (units >= 4 * threads || m < 2 * kMinRowsPerTask) &&
+    fuse = fuse && t.w.cols == k && t.w.dtype == dtype && UsesInt8(t.w) == UsesInt8(targets[0].w) &&
+           t.w.rows > 0 && (units >= 4 * threads || m < 2 * kMinRowsPerTask) &&
            (m <= 1 || (x_stride >= k && t.y_stride >= t.w.rows));
   }
   if (!fuse) {
@@ -453,10 +498,13 @@ void MatMulShared(const float* x, int64_t m, int64_t x_stride,
   }
   BATON_CHECK(x != nullptr);
 
-  const GemmKernel kernel = KernelFor(dtype);
+  const bool int8 = UsesInt8(targets[0].w);
+  const GemmKernel kernel = int8 ? internal::GemmQ8K : KernelFor(dtype);
   const uint16_t* xb = nullptr;
   int64_t xb_stride = 0;
   if (kernel == internal::GemmAvx512Bf16) xb = PackX(x, m, x_stride, k, pool, &xb_stride);
+  GemmArgs quantized;
+  if (int8) QuantizeX(dtype, x, m, x_stride, k, pool, &quantized);
 
   struct Fused {
     GemmArgs a[4];
@@ -474,6 +522,9 @@ void MatMulShared(const float* x, int64_t m, int64_t x_stride,
     a.x_stride = x_stride;
     a.xb = xb;
     a.xb_stride = xb_stride;
+    a.xq = quantized.xq;
+    a.xq32 = quantized.xq32;
+    a.xq_stride = quantized.xq_stride;
     a.w = static_cast<const uint8_t*>(t.w.data);
     a.dtype = dtype;
     a.k = k;

@@ -46,6 +46,10 @@ struct MatrixRef {
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
+  // For the K-quant types with an int8 product (quant_dot.h: Q4_K, Q5_K, Q6_K): round each
+  // row of x to 8-bit blocks and multiply integers, as llama.cpp does, instead of widening
+  // the weights to f32. Ignored for other types.
+  bool int8_activations = false;
 };
 
 // y[i, :] = x[i, :] . W^T (+ bias) for i < m. x has row stride x_stride floats, y has

@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_dot.h"
 
 namespace baton::cpu::internal {
 
@@ -27,6 +28,11 @@ struct GemmArgs {
   const float* bias = nullptr;
   float* y = nullptr;
   int64_t y_stride = 0;
+  // x as Q8K blocks, k / 256 per row, or (the 32-value types) as Q8Block32 blocks, k / 32
+  // per row; rows xq_stride blocks apart (GemmQ8K only).
+  const Q8KBlock* xq = nullptr;
+  const Q8Block32* xq32 = nullptr;
+  int64_t xq_stride = 0;
 };
 
 // Each computes y[0:m, j0:j1]. Per output element the arithmetic depends only on k and
@@ -35,6 +41,17 @@ void GemmScalar(const GemmArgs& a, int64_t j0, int64_t j1);
 void GemmAvx2(const GemmArgs& a, int64_t j0, int64_t j1);
 void GemmAvx512(const GemmArgs& a, int64_t j0, int64_t j1);
 void GemmAvx512Bf16(const GemmArgs& a, int64_t j0, int64_t j1);  // bf16 weights only
+
+// K-quant weights times Q8K rows (quant_dot.h), every ISA: y[i, j] for j in [j0, j1).
+void GemmQ8K(const GemmArgs& a, int64_t j0, int64_t j1);
+// One K-quant weight row times `rows` (1-4) Q8K rows of `blocks` blocks each: out[r].
+void DotRowsAvx2(DType dtype, const uint8_t* row, const Q8KBlock* const* x, int rows,
+                 int64_t blocks, float* out);
+void DotRowsAvx512(DType dtype, const uint8_t* row, const Q8KBlock* const* x, int rows,
+                   int64_t blocks, float* out);
+// The same for the 32-value types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) and Q8Block32 rows.
+void DotRowsLegacyAvx2(DType dtype, const uint8_t* row, const Q8Block32* const* x, int rows,
+                       int64_t blocks, float* out);
 
 // n values (whole blocks) of a block-quantized row to f32, exactly as DequantizeBlocks,
 // compiled for each ISA (quant_dequant_<isa>.cc).
@@ -52,6 +69,8 @@ Isa CurrentIsa();
 
 // Exact f16 -> f32 without F16C.
 float HalfToFloat(uint16_t h);
+// f32 -> f16 rounded to nearest even (as F16C's vcvtps2ph with rounding 0) without F16C.
+uint16_t FloatToHalf(float f);
 
 // At least n floats of this thread's scratch, 64-byte aligned and kept between calls (the
 // SIMD files dequantize rows of W into it; they may not instantiate std::vector).

@@ -35,23 +35,49 @@ for f in q4_k_m q4_0 q5_1 q8_0 q2_k q3_k_m q4_k_s q5_k_m q6_k; do
 done
 
 
+# Starts `baton serve` on q4_k_m.gguf (extra arguments and environment given before it, as
+# NAME=VALUE words), logging to $out/NAME.out/.err; prints its greedy completion of
+# "Once upon a time", 12 tokens.
+serve_completion() {  # NAME [VAR=VALUE ...]
+  local name=$1 port
+  shift
+  env "$@" "$baton" serve --model "$data/q4_k_m.gguf" --port 0 --grpc-port -1 --threads 1 \
+    --kv-cache-memory 16MiB >"$out/$name.out" 2>"$out/$name.err" &
+  echo $! >"$out/$name.pid"
+  for _ in $(seq 1 300); do
+    grep -q "serving" "$out/$name.out" 2>/dev/null && break
+    sleep 0.1
+  done
+  port=$(sed -n 's/.* on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/$name.out" | head -1)
+  curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
+    -d '{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}' |
+    json_field "repr(d['choices'][0]['text'])"
+}
+
 # serve: the OpenAI completion at temperature 0 is generate's text.
 text=$("$baton" generate --model "$data/q4_k_m.gguf" --prompt "Once upon a time" \
        --temperature 0 --max-tokens 12 --json | json_field "repr(d['text'])")
-"$baton" serve --model "$data/q4_k_m.gguf" --port 0 --grpc-port -1 --threads 1 \
-  --kv-cache-memory 16MiB >"$out/serve.out" 2>"$out/serve.err" &
-echo $! >"$out/serve.pid"
-for _ in $(seq 1 300); do
-  grep -q "serving" "$out/serve.out" 2>/dev/null && break
-  sleep 0.1
-done
-port=$(sed -n 's/.* on http:\/\/127\.0\.0\.1:\([0-9]*\).*/\1/p' "$out/serve.out" | head -1)
-served=$(curl -sf "http://127.0.0.1:$port/v1/completions" -H 'content-type: application/json' \
-  -d '{"prompt": "Once upon a time", "max_tokens": 12, "temperature": 0}' |
-  json_field "repr(d['choices'][0]['text'])")
-check "serve on q4_k_m.gguf == generate" "$text" "$served"
+check "serve on q4_k_m.gguf == generate" "$text" "$(serve_completion serve)"
 # The ready line names the file's types, as llama.cpp's loader lists them.
 contains "ready line lists the weight types" "(q4_K 25, q6_K 5)" "$(cat "$out/serve.err" "$out/serve.out")"
+
+# --quant-activations int8 (here from BATON_QUANT_ACTIVATIONS) reaches serve's worker: its
+# completion is generate's with the same flag, and the prompt's logits move off the f32
+# path's (llama.cpp's native numerics; engine_quant_oracle_test holds them to the oracle).
+text8=$(BATON_QUANT_ACTIVATIONS=int8 "$baton" generate --model "$data/q4_k_m.gguf" \
+        --prompt "Once upon a time" --temperature 0 --max-tokens 12 --json \
+        --logits-out "$out/int8.json" | json_field "repr(d['text'])")
+"$baton" generate --model "$data/q4_k_m.gguf" --prompt "Once upon a time" --temperature 0 \
+  --max-tokens 1 --logits-out "$out/f32.json" >/dev/null
+moved=$(python3 - "$out/int8.json" "$out/f32.json" <<'PY'
+import json, sys
+a, b = (json.load(open(p))["logits"] for p in sys.argv[1:])
+print("yes" if max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)) > 1e-3 else "no")
+PY
+)
+check "int8 activations change the logits" yes "$moved"
+check "serve --quant-activations int8 == generate with it" "$text8" \
+  "$(serve_completion serve8 BATON_QUANT_ACTIVATIONS=int8)"
 
 # Resident memory of a quantized model is about its file size: the weights stay in their
 # blocks (a dequantized f32 copy of the 135M shape would add about 540 MB). The shape's
