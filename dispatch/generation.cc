@@ -52,7 +52,11 @@ absl::Status Generation::StartRuns(grpc::CompletionQueue* cq, Route route,
     BATON_ASSIGN_OR_RETURN(pb::GenerateRequest wire, WorkerRequest(r, i));
     wires.push_back(std::move(wire));
   }
-  RunOptions options{.deadline = r.deadline, .may_reroute = r.n == 1, .session = r.session};
+  RunOptions options{.deadline = r.deadline,
+                     .may_reroute = r.n == 1,
+                     .session = r.session,
+                     .trace = r.trace,
+                     .arrival = r.arrival};
   int attempt;
   {
     std::lock_guard<std::mutex> lock(mu_);

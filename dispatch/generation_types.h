@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -35,6 +36,10 @@ struct GenerationRequest {
   std::string cache_salt;
   std::string session;  // routing affinity key (prompt_cache_key); empty: none
   std::optional<std::chrono::system_clock::time_point> deadline;
+  // Record the request's journey (docs/inspector.md): the workers' steps, times counted
+  // from `arrival` (the router's).
+  bool trace = false;
+  std::chrono::steady_clock::time_point arrival;
 };
 
 struct TopLogprob {
@@ -67,6 +72,9 @@ struct ChoiceDelta {
   double time_to_first_token_seconds = 0;  // worker: arrival to first token
   int num_preemptions = 0;
   PrefillTimings prefill;  // zeros unless the choice was prefilled on another worker
+  // GenerationRequest::trace: what the workers recorded (the steps, the prefill leg); the
+  // front door completes it (dispatch/request_trace.h).
+  std::shared_ptr<baton::v1::RequestTrace> trace;
 };
 
 }  // namespace baton::dispatch

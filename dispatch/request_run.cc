@@ -22,6 +22,7 @@ absl::StatusOr<pb::GenerateRequest> WorkerRequest(const GenerationRequest& r, in
   wire.set_priority(r.priority);
   wire.set_cache_salt(r.cache_salt);
   wire.set_detokenize(false);
+  wire.set_trace(r.trace);
   return wire;
 }
 
@@ -32,7 +33,9 @@ RequestRun::RequestRun(grpc::CompletionQueue* cq, Route route, pb::GenerateReque
       wire_(std::move(wire)),
       decoder_(std::move(decoder)),
       options_(std::move(options)),
-      callbacks_(std::move(callbacks)) {}
+      callbacks_(std::move(callbacks)) {
+  if (options_.trace) trace_ = std::make_shared<baton::v1::RequestTrace>();
+}
 
 RequestRun::~RequestRun() = default;
 
@@ -117,6 +120,7 @@ void RequestRun::OnPrefillDone(bool /*ok*/) {
   if (prefill_status_.ok() && !cancelled()) {
     route_.PromptDone();
     RecordPrefill(route_, prefill_status_, prefill_resp_, {});
+    TracePrefill();
     if (sequential_) {  // --no-decode-with-prefill: the transfer is complete now
       sequential_ = false;
       wire_.set_kv_transfer_id(transfer_id_);
@@ -137,8 +141,7 @@ void RequestRun::OnPrefillDone(bool /*ok*/) {
   if (held_final_) {  // the final delta waited for the prefill's timings
     ChoiceDelta d = *std::move(held_final_);
     held_final_.reset();
-    d.prefill = prefill_timings_;
-    callbacks_.on_delta(d);
+    DeliverFinal(std::move(d));
   }
   Settle();
 }
@@ -152,6 +155,7 @@ void RequestRun::StartDecode() {
     if (cancelled_) decode_ctx_->TryCancel();
   }
   decode_pending_ = true;
+  decode_started_ = Clock::now();
   abandoned_ = false;
   decode_status_ = grpc::Status();
   reader_ = route_.decode->stub()->PrepareAsyncGenerate(decode_ctx_.get(), wire_, cq_);
@@ -177,6 +181,7 @@ void RequestRun::OnRead(bool ok) {
   }
   ++messages_;
   generated_.insert(generated_.end(), msg_.token_ids().begin(), msg_.token_ids().end());
+  TraceDecodeSteps();
   route_.PromptDone();
   if (!error_.ok() || decoder_.ended()) {
     reader_->Read(&msg_, &read_step_);
@@ -190,8 +195,9 @@ void RequestRun::OnRead(bool ok) {
   } else if (*has_delta) {
     if (d.finished && prefill_pending_) {
       held_final_ = std::move(d);  // delivered with the prefill's timings, once they are in
+    } else if (d.finished) {
+      DeliverFinal(std::move(d));
     } else {
-      if (d.finished) d.prefill = prefill_timings_;
       callbacks_.on_delta(d);
     }
     // The worker would generate on; its stream then ends CANCELLED.
@@ -315,6 +321,46 @@ void RequestRun::Settle() {
     case AfterPrefill::kFail:
       End(prefill_->ToStatus(prefill_status_));
       return;
+  }
+}
+
+void RequestRun::DeliverFinal(ChoiceDelta d) {
+  d.prefill = prefill_timings_;
+  d.trace = trace_;
+  callbacks_.on_delta(d);
+}
+
+void RequestRun::TraceDecodeSteps() {
+  if (trace_ == nullptr || decoder_.ended()) return;
+  const double offset = std::chrono::duration<double>(decode_started_ - options_.arrival).count();
+  for (const baton::v1::StepTrace& s : msg_.trace_steps()) {
+    baton::v1::StepTrace* t = trace_->add_steps();
+    *t = s;
+    t->set_start_seconds(s.start_seconds() + offset);
+  }
+  if (msg_.trace_truncated()) trace_->set_truncated(true);
+  trace_->set_worker(route_.decode->target());
+}
+
+void RequestRun::TracePrefill() {
+  if (trace_ == nullptr) return;
+  baton::v1::PrefillTrace* p = trace_->mutable_prefill();
+  p->set_worker(prefill_->target());
+  p->set_call_seconds(prefill_timings_.seconds);
+  p->set_queue_seconds(prefill_resp_.queue_seconds());
+  p->set_compute_seconds(prefill_resp_.compute_seconds());
+  p->set_transfer_seconds(prefill_resp_.transfer_seconds());
+  p->set_exposed_transfer_seconds(prefill_resp_.exposed_transfer_seconds());
+  p->set_kv_bytes_sent(prefill_resp_.bytes_sent());
+  p->set_blocks_sent(prefill_resp_.blocks_sent());
+  p->set_blocks_cached_on_decode(prefill_resp_.blocks_cached_on_decode());
+  p->set_cached_tokens(prefill_resp_.usage().cached_tokens());
+  p->clear_steps();
+  const double offset = std::chrono::duration<double>(prefill_started_ - options_.arrival).count();
+  for (const baton::v1::StepTrace& s : prefill_resp_.trace_steps()) {
+    baton::v1::StepTrace* t = p->add_steps();
+    *t = s;
+    t->set_start_seconds(s.start_seconds() + offset);
   }
 }
 

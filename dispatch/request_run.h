@@ -60,6 +60,10 @@ struct RunOptions {
   // from the same route.
   bool may_reroute = true;
   std::string session;  // routing affinity for the reroute (prompt_cache_key)
+  // The wire request asks for a trace: the workers' steps are gathered here, their times
+  // moved to count from `arrival` (the router's), and handed out with the final delta.
+  bool trace = false;
+  std::chrono::steady_clock::time_point arrival;
 };
 
 struct RunCallbacks {
@@ -119,6 +123,11 @@ class RequestRun {
   void Settle();
   void EndWithDecodeStatus();
   void End(absl::Status status);
+  // A traced run: the decode message's steps, and the prefill leg once its reply is in.
+  void TraceDecodeSteps();
+  void TracePrefill();
+  // Delivers a sequence's final delta, with the prefill's timings and the trace.
+  void DeliverFinal(ChoiceDelta d);
 
   // How long the decode worker waits for a split attempt's transfer (the proto's bound);
   // the request's deadline and the router's cancel end the wait sooner.
@@ -163,6 +172,8 @@ class RequestRun {
   baton::internal::v1::PrefillResponse prefill_resp_;
   grpc::Status prefill_status_;
   std::chrono::steady_clock::time_point prefill_started_;
+  std::chrono::steady_clock::time_point decode_started_;
+  std::shared_ptr<baton::v1::RequestTrace> trace_;  // RunOptions::trace
   PrefillTimings prefill_timings_;
 
   grpc::Alarm begin_alarm_;

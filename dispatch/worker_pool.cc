@@ -278,7 +278,8 @@ void WorkerPool::MarkDown(const WorkerClient* worker) {
 }
 
 absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
-                                       std::string_view cache_salt, std::string_view session) {
+                                       std::string_view cache_salt, std::string_view session,
+                                       bool explain) {
   const auto started = std::chrono::steady_clock::now();
   std::vector<kvcache::BlockHash> hashes;
   if (block_size_ > 0) {
@@ -309,7 +310,8 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
   const routing::PlacementRequest request{.block_hashes = hashes,
                                           .prompt_tokens = static_cast<int64_t>(prompt_ids.size()),
                                           .session = SessionKey(session),
-                                          .now = now};
+                                          .now = now,
+                                          .explain = explain};
   absl::StatusOr<routing::Placement> placed =
       policy_->Place(request, routing::PoolView{.workers = views,
                                                 .index = index_.get(),
@@ -346,7 +348,47 @@ absl::StatusOr<Route> WorkerPool::Pick(std::span<const int32_t> prompt_ids,
   route.expected_cached_tokens = p.expected_hit_tokens;
   route.route_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  if (explain) route.explanation = Explain(request, views, p, route);
   return route;
+}
+
+std::shared_ptr<const baton::v1::RouteTrace> WorkerPool::Explain(
+    const routing::PlacementRequest& request, std::span<const routing::WorkerView> views,
+    const routing::Placement& placement, const Route& route) const {
+  auto out = std::make_shared<baton::v1::RouteTrace>();
+  out->set_policy(std::string(policy_->name()));
+  out->set_decode_worker(route.decode->target());
+  if (route.prefill != nullptr) out->set_prefill_worker(route.prefill->target());
+  out->set_expected_cached_tokens(placement.expected_hit_tokens);
+  out->set_route_seconds(route.route_seconds);
+  const routing::PoolView pool{
+      .workers = views, .index = index_.get(), .block_size = block_size_ > 0 ? block_size_ : 16};
+  for (const routing::WorkerView& v : views) {
+    baton::v1::RouteCandidate* c = out->add_candidates();
+    c->set_worker(client(v.id)->target());
+    c->set_role(v.role == routing::WorkerRole::kPrefill  ? "prefill"
+                : v.role == routing::WorkerRole::kDecode ? "decode"
+                                                         : "colocated");
+    c->set_running(v.running);
+    c->set_queued_prefill_tokens(v.queued_prefill_tokens);
+    c->set_kv_usage(v.kv_blocks_total > 0 ? static_cast<double>(v.kv_blocks_used) /
+                                                static_cast<double>(v.kv_blocks_total)
+                                          : -1.0);
+    // Policies without a cost model: what the index says the worker holds.
+    c->set_cached_tokens(
+        routing::policy_util::HitTokens(routing::policy_util::IndexedBlocks(pool, request, v.id),
+                                        pool.block_size, request.prompt_tokens));
+    for (const routing::CandidateCost& cost : placement.candidates) {
+      if (cost.worker != v.id) continue;
+      c->set_cached_tokens(cost.cached_tokens);
+      c->set_prefill_cost_seconds(cost.prefill_seconds);
+      c->set_decode_cost_seconds(cost.decode_seconds);
+      c->set_transfer_cost_seconds(cost.transfer_seconds);
+      c->set_cost_seconds(cost.cost_seconds);
+    }
+    c->set_chosen(v.id == placement.decode || v.id == placement.prefill);
+  }
+  return out;
 }
 
 WorkerClient* WorkerPool::OtherPrefill(const WorkerClient* failed) const {

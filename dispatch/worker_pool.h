@@ -24,6 +24,7 @@
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "baton/v1/trace.pb.h"
 #include "dispatch/router_metrics.h"
 #include "dispatch/worker_client.h"
 #include "routing/kv_index.h"
@@ -78,6 +79,8 @@ struct Route {
   std::string_view policy;             // the policy's name; empty for routes made by hand
   int64_t expected_cached_tokens = 0;  // the prompt tokens the placement expected cached
   double route_seconds = 0;            // hashing the prompt's blocks and placing it
+  // Pick(..., explain): every candidate as the policy weighed it (docs/inspector.md).
+  std::shared_ptr<const baton::v1::RouteTrace> explanation;
   // Call when the prompt is computed; safe on any route.
   void PromptDone() const {
     if (load != nullptr) load->PromptDone();
@@ -149,9 +152,10 @@ class WorkerPool {
 
   // Where a request with this prompt runs. Unavailable when no healthy worker can serve.
   // `session` (the client's prompt_cache_key; empty: none) keeps a conversation on one
-  // worker while that costs little (the policy's session affinity).
+  // worker while that costs little (the policy's session affinity). `explain`: fill
+  // Route::explanation.
   absl::StatusOr<Route> Pick(std::span<const int32_t> prompt_ids, std::string_view cache_salt,
-                             std::string_view session = {});
+                             std::string_view session = {}, bool explain = false);
   // A prefill worker other than `failed`, or null when there is none.
   WorkerClient* OtherPrefill(const WorkerClient* failed) const;
   PrefillFailover failover() const { return failover_; }
@@ -210,6 +214,11 @@ class WorkerPool {
   routing::WorkerId Add(const std::string& target, routing::WorkerRole role, int source);
   State& state(size_t i) const { return slots_[i]->state; }
   WorkerClient* client(size_t i) const { return slots_[i]->client.get(); }
+  // Route::explanation for a placement.
+  std::shared_ptr<const baton::v1::RouteTrace> Explain(const routing::PlacementRequest& request,
+                                                       std::span<const routing::WorkerView> views,
+                                                       const routing::Placement& placement,
+                                                       const Route& route) const;
   void PollLoop();
   void PollOnce();
   // Whether worker i serves the pool's model, block size and hash spec (logs why not).

@@ -52,6 +52,13 @@ struct Engine::Live {
   std::shared_ptr<kvcache::KvSink> sink;
   std::string kv_transfer_id;
   std::shared_ptr<const grammar::TokenGrammar> grammar;  // constrained decoding; else null
+  // EngineRequest::trace: the steps not yet handed out, how many were recorded, and the
+  // logprobs the client asked for (params.logprobs is raised for the trace's alternatives).
+  bool trace = false;
+  std::vector<StepTrace> trace_steps;
+  size_t traced = 0;
+  bool trace_truncated = false;
+  int client_logprobs = -1;
 };
 
 struct Engine::Reserved {
@@ -251,6 +258,9 @@ absl::StatusOr<std::shared_ptr<RequestStream>> Engine::Submit(EngineRequest requ
 
   auto live = std::make_unique<Live>();
   live->arrival = Clock::now();
+  live->trace = request.trace;
+  live->client_logprobs = request.params.logprobs;
+  if (request.trace) request.params.logprobs = std::max(request.params.logprobs, kTraceTopLogprobs);
   live->params = request.params;
   live->detokenize = request.detokenize;
   auto seq = std::make_unique<Sequence>();
@@ -644,16 +654,26 @@ void Engine::Step() {
     any_sink = any_sink || sinks[i] != nullptr;
     if (sinks[i] != nullptr) inputs[i].kv_push = sinks[i]->group_push();
   }
+  StepClock clock;
+  clock.start = now;
+  clock.layer_done.resize(plan.items.size());
+  clock.drain_seconds.assign(plan.items.size(), 0.0);
+  std::vector<bool> traced_sink(plan.items.size(), false);
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    traced_sink[i] = sinks[i] != nullptr && live_.at(plan.items[i].seq->id)->trace;
+  }
   if (any_sink) {
-    runner_->set_layer_kv_hook([&sinks](int64_t layer, std::span<const SequenceInput> batch) {
+    runner_->set_layer_kv_hook([&](int64_t layer, std::span<const SequenceInput> batch) {
       for (size_t i = 0; i < batch.size(); ++i) {
         if (sinks[i] == nullptr) continue;
         sinks[i]->OnLayerWritten(layer, batch[i].block_table, batch[i].start_pos,
                                  static_cast<int64_t>(batch[i].tokens.size()));
+        if (traced_sink[i]) clock.layer_done[i].push_back(Clock::now());
       }
     });
   }
   absl::Status ran = runner_->Forward(inputs, &out_);
+  clock.forwarded = Clock::now();
   if (any_sink) runner_->set_layer_kv_hook(nullptr);
   if (!ran.ok()) {
     if (absl::IsUnavailable(ran) || absl::IsDeadlineExceeded(ran)) {
@@ -696,6 +716,7 @@ void Engine::Step() {
     live->sampler->Accept(tokens[i].id);
     sampled[i] = tokens[i].id;
   }
+  clock.sampled = Clock::now();
   scheduler_->Commit(plan, sampled);
 
   // Nothing a sink posted may still be reading pages once this step is over: the next
@@ -703,7 +724,9 @@ void Engine::Step() {
   std::vector<bool> sink_failed(plan.items.size(), false);
   for (size_t i = 0; i < plan.items.size(); ++i) {
     if (sinks[i] == nullptr) continue;
+    const auto drain_start = Clock::now();
     absl::Status drained = sinks[i]->Drain(plan.items[i].seq->block_table, sampled[i].has_value());
+    clock.drain_seconds[i] = Seconds(drain_start, Clock::now());
     if (drained.ok()) continue;
     sink_failed[i] = true;
     TokenEvent e;
@@ -712,10 +735,55 @@ void Engine::Step() {
     ++counters_.requests_failed;
   }
 
+  RecordTrace(plan, tokens, sampled, clock);
   const auto after = Clock::now();
   for (size_t i = 0; i < plan.items.size(); ++i) {
     if (!sampled[i] || sink_failed[i]) continue;
     EmitToken(plan.items[i].seq->id, std::move(tokens[i]), after);
+  }
+}
+
+void Engine::RecordTrace(const StepPlan& plan, std::span<const SampledToken> tokens,
+                         std::span<const std::optional<int32_t>> sampled, const StepClock& clock) {
+  const int64_t kv_per_token = kv_bytes_per_token();
+  const int32_t batch_sequences = static_cast<int32_t>(plan.items.size());
+  int32_t batch_tokens = 0;
+  for (const StepItem& item : plan.items) batch_tokens += static_cast<int32_t>(item.num_tokens);
+  for (size_t i = 0; i < plan.items.size(); ++i) {
+    const StepItem& item = plan.items[i];
+    auto it = live_.find(item.seq->id);
+    if (it == live_.end() || !it->second->trace) continue;  // ended (a sink failed), or untraced
+    Live* live = it->second.get();
+    if (live->traced >= kMaxTraceSteps) {
+      live->trace_truncated = true;
+      continue;
+    }
+    ++live->traced;
+    StepTrace& t = live->trace_steps.emplace_back();
+    t.start_seconds = Seconds(live->arrival, clock.start);
+    t.forward_seconds = Seconds(clock.start, clock.forwarded);
+    t.sample_seconds = Seconds(clock.forwarded, clock.sampled);
+    t.kv_wait_seconds = clock.drain_seconds[i];
+    t.batch_sequences = batch_sequences;
+    t.batch_tokens = batch_tokens;
+    t.tokens = static_cast<int32_t>(item.num_tokens);
+    t.context_tokens = item.start + item.num_tokens;
+    t.prefill = item.start < item.seq->prompt_len;
+    t.kv_bytes = t.context_tokens * kv_per_token;
+    if (sampled[i]) t.sampled = tokens[i];
+    // Layer groups: the sink's view of the chunk, so that a reader sees the transfer start
+    // while later layers still compute.
+    const auto& layers = clock.layer_done[i];
+    const int64_t n = static_cast<int64_t>(layers.size());
+    if (n == 0) continue;
+    const int64_t per_group = (n + kTraceLayerGroups - 1) / kTraceLayerGroups;
+    for (int64_t first = 0; first < n; first += per_group) {
+      const int64_t count = std::min(per_group, n - first);
+      t.layer_groups.push_back({.first_layer = static_cast<int32_t>(first),
+                                .layers = static_cast<int32_t>(count),
+                                .done_seconds = Seconds(clock.start, layers[first + count - 1]),
+                                .kv_bytes = item.num_tokens * kv_per_token * count / n});
+    }
   }
 }
 
@@ -798,7 +866,12 @@ void Engine::EmitToken(uint64_t id, SampledToken sampled, Clock::time_point afte
     if (live->generated++ == live->resumed) live->first_token = after;
     TokenEvent e;
     e.token_ids.push_back(token);
-    if (live->params.logprobs >= 0) e.logprobs.push_back(std::move(sampled));
+    if (live->client_logprobs >= 0) {
+      e.logprobs.push_back(std::move(sampled));
+      std::vector<std::pair<int32_t, float>>& top = e.logprobs.back().top_logprobs;
+      if (std::cmp_greater(top.size(), live->client_logprobs)) top.resize(live->client_logprobs);
+    }
+    TakeTrace(live, &e);
     const StopDecision decision = live->stop->Check(token, live->generated);
     bool finished = decision.reason != FinishReason::kNone;
     e.finish_reason = decision.reason;
@@ -846,6 +919,14 @@ void Engine::EmitToken(uint64_t id, SampledToken sampled, Clock::time_point afte
   }
 }
 
+void Engine::TakeTrace(Live* live, TokenEvent* e) {
+  if (!live->trace) return;
+  e->trace_steps.insert(e->trace_steps.end(), std::make_move_iterator(live->trace_steps.begin()),
+                        std::make_move_iterator(live->trace_steps.end()));
+  live->trace_steps.clear();
+  e->trace_truncated = live->trace_truncated;
+}
+
 void Engine::End(uint64_t seq_id, TokenEvent last) {
   auto it = live_.find(seq_id);
   BATON_CHECK(it != live_.end());
@@ -861,6 +942,7 @@ void Engine::End(uint64_t seq_id, TokenEvent last) {
     last.timings.num_preemptions = seq->num_preemptions;
   }
   last.usage.completion_tokens = live->generated;
+  TakeTrace(live.get(), &last);
   if (live->scheduled) last.timings.queue_seconds = Seconds(live->arrival, live->first_scheduled);
   if (live->generated > live->resumed) {
     last.timings.time_to_first_token_seconds = Seconds(live->arrival, live->first_token);

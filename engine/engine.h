@@ -35,6 +35,7 @@
 #include "engine/sampler.h"
 #include "engine/sampling_params.h"
 #include "engine/scheduler.h"
+#include "engine/step_trace.h"
 #include "engine/stop_conditions.h"
 #include "kvcache/block_manager.h"
 #include "kvcache/kv_events.h"
@@ -112,6 +113,10 @@ struct EngineRequest {
   // where it stopped (the seed's position, the penalties), max_tokens counts them, usage
   // reports them as completion tokens, and the stream starts with the token after them.
   std::vector<int32_t> output_ids;
+  // Record the steps this request takes part in (engine/step_trace.h); its events then
+  // carry them. Its sampler computes at least kTraceTopLogprobs top logprobs, but the
+  // events' `logprobs` stay as params.logprobs asks.
+  bool trace = false;
 };
 
 // Pages reserved for a prompt whose K/V another worker computes (the decode role's side
@@ -152,6 +157,10 @@ struct TokenEvent {
   // the queue and first-token times.
   Usage usage;
   RequestTimings timings;
+  // EngineRequest::trace: the steps since the previous event, and whether the request
+  // stopped recording at kMaxTraceSteps.
+  std::vector<StepTrace> trace_steps;
+  bool trace_truncated = false;
 };
 
 // The consumer's end of one request. Thread-safe.
@@ -253,6 +262,8 @@ class Engine {
     return options_.kv_host_mirror != nullptr ? options_.kv_host_mirror->data()
                                               : pool_->block_data(0);
   }
+  // One token's K/V in this engine's pool (every layer it holds, K and V).
+  int64_t kv_bytes_per_token() const { return pool_->layout().page_bytes() / options_.block_size; }
   int64_t kv_pool_bytes() const { return pool_->num_blocks() * pool_->layout().page_bytes(); }
   const kvcache::PageLayout& kv_layout() const { return pool_->layout(); }
   // The chained hashes of the full blocks of `prompt_ids` in `cache_salt`'s namespace.
@@ -271,6 +282,13 @@ class Engine {
 
  private:
   struct Live;  // per-request engine-thread state
+  // When the parts of one step ended, for traced requests (RecordTrace).
+  struct StepClock {
+    std::chrono::steady_clock::time_point start, forwarded, sampled;
+    // Per plan item: when each layer's K/V went to its sink (traced items with sinks).
+    std::vector<std::vector<std::chrono::steady_clock::time_point>> layer_done;
+    std::vector<double> drain_seconds;  // per plan item
+  };
   struct Reserved;
   Engine(const LoadedModel* model, const EngineOptions& options);
   // Runs `task` on the engine thread before its next step and waits for it.
@@ -292,6 +310,11 @@ class Engine {
   void DrainInbox();
   void Step();
   void Emit(Live* live, TokenEvent event);
+  // Moves a traced request's recorded steps into `e`.
+  static void TakeTrace(Live* live, TokenEvent* e);
+  // Records the step for each traced request of `plan` (engine thread, after sampling).
+  void RecordTrace(const StepPlan& plan, std::span<const SampledToken> tokens,
+                   std::span<const std::optional<int32_t>> sampled, const StepClock& clock);
   // Ends a request with a final event carrying `last` (its last token, if any).
   void End(uint64_t seq_id, TokenEvent last);
   void PublishStatsLocked();  // engine thread, with mu_ held

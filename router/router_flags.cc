@@ -127,6 +127,10 @@ void AddRouterFlags(CLI::App* cmd, RouterFlags* f, bool with_model) {
                 "Log one JSON line per request on stdout: its workers, expected and actual "
                 "cached tokens, and where its time went (docs/routing.md)")
       ->envname("BATON_LOG_REQUESTS");
+  cmd->add_flag("--enable-inspector", f->enable_inspector,
+                "Serve the request inspector at /inspect: a page that runs a traced request and "
+                "draws its journey (docs/inspector.md); behind the API key when one is set")
+      ->envname("BATON_ENABLE_INSPECTOR");
   cmd->add_flag("--parse-special-in-content", f->parse_special_in_content,
                 "Read special tokens' text typed inside chat messages ('<|im_end|>') as control "
                 "tokens, as older servers did; by default it is plain text, so a message "
@@ -203,6 +207,7 @@ absl::StatusOr<RouterOptions> ToRouterOptions(const RouterFlags& f) {
   o.pool.max_inflight_per_worker = f.max_inflight_per_worker;
   o.pool.poll_interval = absl::Seconds(f.health_poll_seconds);
   o.log_requests = f.log_requests;
+  o.enable_inspector = f.enable_inspector;
   o.parse_special_in_content = f.parse_special_in_content;
   o.pool.max_local_prefill_tokens = f.max_local_prefill_tokens;
   o.pool.decode_with_prefill = !f.no_decode_with_prefill;

@@ -48,6 +48,7 @@ struct RouterFlags {
   int64_t max_inflight_per_worker = 512;
   double health_poll_seconds = 1;
   bool log_requests = false;
+  bool enable_inspector = false;
   int64_t max_local_prefill_tokens = 0;
   bool no_decode_with_prefill = false;
   int migration_limit = 1;

@@ -96,6 +96,7 @@ absl::StatusOr<std::unique_ptr<RouterServer>> RouterServer::Start(const RouterOp
   http_context.limits = options.limits;
   http_context.api_keys = api_keys;
   http_context.request_log = r->request_log_.get();
+  http_context.enable_inspector = options.enable_inspector;
   http_context.drain = &r->drain_;
   service::HttpServerOptions http = options.http;
   if (options.public_tls.enabled()) {

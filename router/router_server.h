@@ -60,7 +60,8 @@ struct RouterOptions {
   frontdoor::ProtocolLimits limits;
   service::HttpServerOptions http;                 // host and port come from above
   absl::Duration worker_wait = absl::Seconds(60);  // for the worker to answer at start-up
-  bool log_requests = false;  // one JSON line per request on stdout (RequestLog)
+  bool log_requests = false;      // one JSON line per request on stdout (RequestLog)
+  bool enable_inspector = false;  // GET /inspect (docs/inspector.md)
   // Special tokens' text typed inside chat messages becomes control tokens (the old,
   // injectable behaviour) instead of plain text.
   bool parse_special_in_content = false;

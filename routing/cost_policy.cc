@@ -48,21 +48,41 @@ class CostPolicy final : public RoutingPolicy {
     // no prefill worker.
     Choice best;
     const bool split = !sides.prefill.empty();
+    std::vector<CandidateCost> explained;
+    auto explain = [&](const WorkerView& w, double prefill, double decode, double transfer) {
+      if (!request.explain) return;
+      explained.push_back({.worker = w.id,
+                           .cached_tokens = policy_util::HitTokens(
+                               CachedBlocks(w.id), pool.block_size, request.prompt_tokens),
+                           .prefill_seconds = prefill,
+                           .decode_seconds = decode,
+                           .transfer_seconds = transfer,
+                           .cost_seconds = prefill + decode + transfer});
+    };
     for (const WorkerView* w : sides.serving) {
       if (split && w->role == WorkerRole::kDecode) continue;
-      Consider(&best, PrefillCost(*w, request, pool) + DecodeCost(*w), w, nullptr, key);
+      const double prefill = PrefillCost(*w, request, pool);
+      const double decode = DecodeCost(*w);
+      explain(*w, prefill, decode, 0);
+      Consider(&best, prefill + decode, w, nullptr, key);
     }
     if (split) {
       Choice p;
-      for (const WorkerView* w : sides.prefill)
-        Consider(&p, PrefillCost(*w, request, pool), nullptr, w, key);
+      for (const WorkerView* w : sides.prefill) {
+        const double prefill = PrefillCost(*w, request, pool);
+        explain(*w, prefill, 0, 0);
+        Consider(&p, prefill, nullptr, w, key);
+      }
       Choice d;
       const int64_t blocks = static_cast<int64_t>(request.block_hashes.size());
       for (const WorkerView* w : sides.serving) {
         if (w->role != WorkerRole::kDecode) continue;
         const double bytes =
             static_cast<double>(blocks - CachedBlocks(w->id)) * c_.kv_bytes_per_block;
-        Consider(&d, DecodeCost(*w) + bytes / c_.transfer_bytes_per_second, w, nullptr, key);
+        const double decode = DecodeCost(*w);
+        const double transfer = bytes / c_.transfer_bytes_per_second;
+        explain(*w, 0, decode, transfer);
+        Consider(&d, decode + transfer, w, nullptr, key);
       }
       if (d.serving != nullptr) {
         Consider(&best, p.cost + d.cost, d.serving, p.prefill, key);
@@ -79,6 +99,7 @@ class CostPolicy final : public RoutingPolicy {
     const WorkerId computes = prefill != nullptr ? prefill->id : serving->id;
     placement.expected_hit_tokens =
         policy_util::HitTokens(CachedBlocks(computes), pool.block_size, request.prompt_tokens);
+    placement.candidates = std::move(explained);
     pending_.Remember(computes, request.block_hashes, request.now);
     if (prefill != nullptr) pending_.Remember(serving->id, request.block_hashes, request.now);
     return placement;

@@ -45,6 +45,19 @@ struct PlacementRequest {
   // Session affinity key (a hash of the client's session id); 0: none.
   uint64_t session = 0;
   absl::Time now;
+  // Fill Placement::candidates (a traced request: docs/inspector.md).
+  bool explain = false;
+};
+
+// One worker as a policy weighed it, for a traced request. Policies without a cost model
+// leave the cost terms 0.
+struct CandidateCost {
+  WorkerId worker = 0;
+  int64_t cached_tokens = 0;  // prompt tokens the policy expects it holds
+  double prefill_seconds = 0;
+  double decode_seconds = 0;
+  double transfer_seconds = 0;
+  double cost_seconds = 0;  // what the policy compared
 };
 
 inline constexpr WorkerId kNoWorker = -1;
@@ -54,6 +67,7 @@ struct Placement {
   WorkerId prefill = kNoWorker;  // computes the prompt; kNoWorker: `decode` computes it
   // Prompt tokens the policy expects the computing worker to find cached.
   int64_t expected_hit_tokens = 0;
+  std::vector<CandidateCost> candidates;  // PlacementRequest::explain only
 };
 
 // The healthy workers a request may go to. A pool has colocated or decode workers (at

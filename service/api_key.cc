@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <sstream>
 
+#include "absl/strings/escaping.h"
 #include "common/mapped_file.h"
 #include "common/strings.h"
 #include "openssl/evp.h"
@@ -166,11 +167,34 @@ absl::StatusOr<std::shared_ptr<const ApiKeys>> ApiKeys::Create(const std::string
   return std::shared_ptr<const ApiKeys>(std::move(keys));
 }
 
+namespace {
+
+// "Basic base64(user:key)", what a browser sends once a person logged in to the inspector
+// (docs/inspector.md), as "Bearer key"; anything else as it is.
+std::string AsBearer(std::string_view authorization) {
+  std::string_view value = Trim(authorization);
+  const size_t space = value.find_first_of(" \t");
+  if (space == std::string_view::npos || !EqualsIgnoreCase(value.substr(0, space), "basic")) {
+    return std::string(authorization);
+  }
+  std::string decoded;
+  const std::string_view encoded = Trim(value.substr(space));
+  if (!absl::Base64Unescape(absl::string_view(encoded.data(), encoded.size()), &decoded)) {
+    return std::string();
+  }
+  const size_t colon = decoded.find(':');
+  if (colon == std::string::npos) return std::string();
+  return StrCat("Bearer ", decoded.substr(colon + 1));
+}
+
+}  // namespace
+
 const Tenant* ApiKeys::Find(std::string_view authorization) const {
   if (keys_.empty()) return &tenants_[0];
+  const std::string bearer = AsBearer(authorization);
   const Tenant* found = nullptr;
   for (const auto& [key, tenant] : keys_) {  // no early exit: every key costs the same
-    if (BearerTokenMatches(authorization, key)) found = &tenants_[tenant];
+    if (BearerTokenMatches(bearer, key)) found = &tenants_[tenant];
   }
   return found;
 }

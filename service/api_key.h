@@ -46,8 +46,9 @@ class ApiKeys {
                                                                std::string_view secret);
 
   bool required() const { return !keys_.empty(); }
-  // The tenant of the key in `authorization` (the header's value), or null when no key
-  // matches. Every key is compared, each in time that depends only on what was sent. Without
+  // The tenant of the key in `authorization` (the header's value: "Bearer <key>", or
+  // "Basic" credentials whose password is the key, as a browser sends them), or null when
+  // no key matches. Every key is compared, each in time that depends only on what was sent. Without
   // keys: the anonymous tenant.
   const Tenant* Find(std::string_view authorization) const;
 

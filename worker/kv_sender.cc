@@ -13,6 +13,7 @@
 #include "service/grpc_status.h"
 #include "worker/rank_kv.h"
 #include "worker/slice_kv_sink.h"
+#include "worker/step_trace_proto.h"
 #include "worker/transfer_ticket_proto.h"
 #include "worker/ucx_kv_sink.h"
 #include "worker/worker_service.h"
@@ -138,6 +139,7 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
   request.params.max_tokens = 1;
   request.detokenize = false;
   pb::PrefillResponse out;
+  const Clock::time_point arrived = Clock::now();  // a traced request's steps count from here
 
   // 1. Reserve.
   pb::KvTransfer::Stub* stub = StubFor(req.decode_worker());
@@ -210,6 +212,7 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
 
   // 3. Compute and push.
   request.kv_sink = sink;
+  const double trace_offset = Since(arrived);
   absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream = engine_->Submit(request);
   if (!stream.ok()) {
     Release(stub, request.id);
@@ -251,6 +254,7 @@ absl::StatusOr<pb::PrefillResponse> KvSender::Run(const pb::PrefillRequest& req,
     }
     ids.insert(ids.end(), e.token_ids.begin(), e.token_ids.end());
     if (!e.logprobs.empty()) last.logprobs = e.logprobs;
+    AppendStepTraces(e.trace_steps, trace_offset, out.mutable_trace_steps());
     if (e.finished) {
       last.status = e.status;
       last.usage = e.usage;

@@ -13,6 +13,7 @@
 #include "kvcache/block_hash.h"
 #include "kvcache/kv_event_proto.h"
 #include "service/grpc_status.h"
+#include "worker/step_trace_proto.h"
 #include "worker/worker_drain.h"
 
 namespace baton::worker {
@@ -33,8 +34,12 @@ constexpr uint32_t kMaxAwaitKvTransferMs = 600000;
 // Appends one event to a message: several events of one stream travel in one message when
 // the client reads slower than the engine steps. Token ids, text and logprobs concatenate;
 // the usage and timings of the first and the final event carry over.
-void AppendToProto(const engine::TokenEvent& e, pb::GenerateResponse* out) {
+// A traced request's steps move by `trace_offset` seconds: from the call's arrival to the
+// engine's Submit.
+void AppendToProto(const engine::TokenEvent& e, double trace_offset, pb::GenerateResponse* out) {
   out->mutable_token_ids()->Add(e.token_ids.begin(), e.token_ids.end());
+  AppendStepTraces(e.trace_steps, trace_offset, out->mutable_trace_steps());
+  if (e.trace_truncated) out->set_trace_truncated(true);
   out->mutable_text()->append(e.text);
   for (const engine::SampledToken& t : e.logprobs) {
     pb::TokenLogprob* lp = out->add_logprobs();
@@ -104,6 +109,7 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
   r.cache_salt = in.cache_salt();
   r.detokenize = in.detokenize();
   r.kv_transfer_id = in.kv_transfer_id();
+  r.trace = in.trace();
   const pb::SamplingParams& p = in.params();
   engine::SamplingParams& s = r.params;
   if (p.has_temperature()) s.temperature = p.temperature();
@@ -147,10 +153,13 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
 // the transfer submits the request.
 class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
  public:
-  GenerateReactor(engine::Engine* engine, WorkerDrain* drain) : engine_(engine), drain_(drain) {}
+  GenerateReactor(engine::Engine* engine, WorkerDrain* drain)
+      : engine_(engine), drain_(drain), arrived_(std::chrono::steady_clock::now()) {}
 
   // Streams `stream`'s events; the listener may call back at once.
   void Start(std::shared_ptr<engine::RequestStream> stream) {
+    trace_offset_ =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived_).count();
     drain_->live.AddGenerate(stream->id());
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -249,7 +258,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
         pending_error_ = ToGrpcStatus(drain_->Explain(e.status));
         break;
       }
-      AppendToProto(e, &out_);
+      AppendToProto(e, trace_offset_, &out_);
       if (e.finished) final_written_ = true;
     }
     if (out_.token_ids_size() == 0 && !out_.finished()) {
@@ -311,6 +320,8 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
 
   engine::Engine* const engine_;
   WorkerDrain* const drain_;
+  const std::chrono::steady_clock::time_point arrived_;  // the call's
+  double trace_offset_ = 0;                        // the call's arrival to the engine's Submit
   std::shared_ptr<engine::RequestStream> stream_;  // set once, under mu_
   // AwaitTransfer's; written before the wait starts.
   KvReceiver* receiver_ = nullptr;
@@ -449,6 +460,9 @@ class WorkerService::WorkerImpl final
     out->mutable_eos_token_ids()->Add(m.eos_token_ids.begin(), m.eos_token_ids.end());
     out->set_block_hash_spec_version(kvcache::kBlockHashSpecVersion);
     out->set_role(role_);
+    out->set_weight_bytes(m.model->weight_bytes());
+    out->set_kv_bytes_per_token(static_cast<uint64_t>(engine_->kv_bytes_per_token()));
+    out->set_num_layers(static_cast<int32_t>(engine_->kv_layout().num_layers));
     return grpc::Status::OK;
   }
 

@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "dispatch/choice_decoder.h"
 #include "dispatch/request_run.h"
+#include "dispatch/request_trace.h"
 #include "frontdoor/grpc/wire_message.h"
 #include "frontdoor/openai/request_builder.h"
 #include "frontdoor/openai/tool_call_output.h"
@@ -107,7 +108,7 @@ class GenerateCall {
     }
     absl::StatusOr<dispatch::Route> route = c_.pool->Pick(
         std::span<const int32_t>(wire_.prompt_ids().data(), wire_.prompt_ids().size()),
-        wire_.cache_salt(), run_options_.session);
+        wire_.cache_salt(), run_options_.session, wire_.trace());
     if (!route.ok()) {
       final_status_ = route.status();
       Advance();
@@ -117,6 +118,11 @@ class GenerateCall {
     record_.policy = route->policy;
     record_.expected_cached_tokens = route->expected_cached_tokens;
     record_.timings.route_seconds = route->route_seconds;
+    route_explanation_ = route->explanation;
+    if (wire_.trace()) {
+      trace_prompt_.assign(wire_.prompt_ids().begin(), wire_.prompt_ids().end());
+      trace_params_ = wire_.params();
+    }
     run_ = dispatch::RequestRun::Start(
         cq_, *std::move(route), std::move(wire_), *std::move(decoder_), std::move(run_options_),
         {.on_delta = [this](const dispatch::ChoiceDelta& d) { Deliver(d); },
@@ -143,6 +149,8 @@ class GenerateCall {
     request_id_ = built.response_id;
     record_.worker_request_id = built.generation.request_id;
     run_options_.session = built.generation.session;
+    run_options_.trace = built.generation.trace;
+    run_options_.arrival = arrival_;
     record_.timings.tokenize_seconds = built.tokenize_seconds;
     BATON_ASSIGN_OR_RETURN(wire_, dispatch::WorkerRequest(built.generation, 0));
     decoder_.emplace(0, c_.model->tokenizer(), built.generation);
@@ -212,6 +220,24 @@ class GenerateCall {
       t->set_kv_transfer_seconds(r.kv_transfer_seconds);
       t->set_time_to_first_token_seconds(r.time_to_first_token_seconds);
       t->set_total_seconds(Seconds(now - arrival_));
+      if (d.trace != nullptr) {
+        dispatch::CompleteTrace({.tokenizer = c_.model->tokenizer().get(),
+                                 .model = c_.model->name(),
+                                 .prompt_ids = trace_prompt_,
+                                 .route = route_explanation_,
+                                 .route_seconds = r.route_seconds,
+                                 .rerouted = run_ != nullptr && run_->rerouted(),
+                                 .model_info = &c_.model->worker_info(),
+                                 .params = &trace_params_,
+                                 .tokenize_seconds = r.tokenize_seconds,
+                                 .time_to_first_token_seconds = r.time_to_first_token_seconds,
+                                 .total_seconds = Seconds(now - arrival_),
+                                 .queue_seconds = d.queue_seconds,
+                                 .cached_tokens = d.cached_tokens,
+                                 .completion_tokens = d.completion_tokens},
+                                d.trace.get());
+        *pending_.mutable_trace() = *d.trace;
+      }
     }
     Advance();
   }
@@ -320,6 +346,10 @@ class GenerateCall {
   ipb::GenerateRequest wire_;
   dispatch::RunOptions run_options_;
   std::unique_ptr<dispatch::RequestRun> run_;  // null until the request is routed
+  // A traced request: what CompleteTrace needs beside the final delta.
+  std::shared_ptr<const baton::v1::RouteTrace> route_explanation_;
+  std::vector<int32_t> trace_prompt_;
+  ipb::SamplingParams trace_params_;
 
   pb::GenerateResponse pending_;    // deltas gathered while a write is in flight
   pb::GenerateResponse in_flight_;  // the message being written (as out_)

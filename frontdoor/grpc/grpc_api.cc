@@ -320,6 +320,7 @@ absl::StatusOr<OpenAiRequest> FromProto(const pb::GenerateRequest& in,
   }
   r.stop_token_ids.assign(stop.stop_token_ids().begin(), stop.stop_token_ids().end());
   r.ignore_eos = stop.ignore_eos();
+  r.trace = in.trace();
   r.include_stop_str_in_output = stop.include_stop_str_in_output();
   if (in.has_logprobs()) {
     if (in.logprobs() < 0 || in.logprobs() > limits.max_top_logprobs) {

@@ -317,6 +317,7 @@ absl::Status ParseCommon(const Fields& f, const ProtocolLimits& limits, OpenAiRe
   if (seed) r->seed = static_cast<uint64_t>(*seed);
   BATON_RETURN_IF_ERROR(ParseLogitBias(f, limits, r));
   BATON_RETURN_IF_ERROR(f.Bool("ignore_eos", &r->ignore_eos));
+  BATON_RETURN_IF_ERROR(f.Bool("trace", &r->trace));
   BATON_RETURN_IF_ERROR(f.Bool("skip_special_tokens", &r->skip_special_tokens));
   BATON_RETURN_IF_ERROR(f.Bool("include_stop_str_in_output", &r->include_stop_str_in_output));
   BATON_RETURN_IF_ERROR(f.OptBool("add_special_tokens", &r->add_special_tokens));

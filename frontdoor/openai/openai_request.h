@@ -87,6 +87,8 @@ struct OpenAiRequest {
   std::optional<int> logprobs;
   bool echo = false;  // always false: echo=true is rejected
   bool ignore_eos = false;
+  // Baton extension: return the request's journey (docs/inspector.md) in the response.
+  bool trace = false;
   bool skip_special_tokens = true;
   bool include_stop_str_in_output = false;
   std::optional<bool> add_special_tokens;  // vLLM extension; unset: the endpoint's default

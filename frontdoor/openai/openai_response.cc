@@ -7,6 +7,7 @@
 
 #include "common/utf8.h"
 #include "frontdoor/openai/openai_json.h"
+#include "frontdoor/openai/proto_json.h"
 
 namespace baton::frontdoor {
 namespace {
@@ -57,6 +58,7 @@ Json UsageJson(const UsageOut& u) {
 // Sets "usage", and "timings" when there are any.
 void PutUsage(const UsageOut& u, Json* out) {
   (*out)["usage"] = UsageJson(u);
+  if (u.trace != nullptr) (*out)["trace"] = ProtoToJson(*u.trace);
   if (!u.timings) return;
   const RequestTimings& t = *u.timings;
   (*out)["timings"] = Json{

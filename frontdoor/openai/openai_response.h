@@ -12,11 +12,13 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
+#include "baton/v1/trace.pb.h"
 #include "frontdoor/openai/openai_request.h"
 #include "frontdoor/openai/request_log.h"
 
@@ -39,6 +41,8 @@ struct UsageOut {
   int64_t prompt_tokens = 0, completion_tokens = 0, cached_tokens = 0;
   // Written beside "usage" as "timings" (a Baton extension, as llama.cpp's server has one).
   std::optional<RequestTimings> timings;
+  // Written beside "usage" as "trace" (a traced request: docs/inspector.md).
+  std::shared_ptr<const baton::v1::RequestTrace> trace;
 };
 
 // A tool call, whole (a response's message.tool_calls) or as a streamed delta: a call's

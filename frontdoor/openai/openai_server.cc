@@ -14,6 +14,8 @@
 #include "common/status.h"
 #include "common/strings.h"
 #include "dispatch/generation.h"
+#include "dispatch/request_trace.h"
+#include "frontdoor/openai/inspect_page.h"
 #include "frontdoor/openai/request_builder.h"
 #include "frontdoor/openai/request_log.h"
 #include "frontdoor/openai/tool_call_output.h"
@@ -74,7 +76,7 @@ class Handler {
   // the metric's cardinality.
   static std::string EndpointLabel(const std::string& path) {
     for (const char* known : {"/v1/completions", "/v1/chat/completions", "/v1/models", "/health",
-                              "/ready", "/metrics"}) {
+                              "/ready", "/metrics", "/inspect", "/inspect/plan"}) {
       if (path == known) return known;
     }
     if (path.rfind("/v1/models/", 0) == 0) return "/v1/models/{id}";
@@ -142,6 +144,7 @@ class Handler {
       out.Send(200, service::kMetricsContentType, service::RenderMetrics(c_.metrics->registry()));
       return 200;
     }
+    if (path == "/inspect" || path.rfind("/inspect/", 0) == 0) return Inspect(req, out, is_get);
     // New work goes to another replica while this one drains; GETs (models) still answer.
     if (is_post && Draining()) return SendError(out, DrainingError());
     if (path.rfind("/v1/", 0) != 0) {
@@ -187,6 +190,41 @@ class Handler {
     return SendError(out, absl::NotFoundError(StrCat("no route for ", req.method, " ", path)));
   }
 
+  // The request inspector (docs/inspector.md): a static page whose own calls go to /v1/*.
+  int Inspect(const HttpRequest& req, HttpResponder& out, bool is_get) {
+    if (!c_.enable_inspector) {
+      return SendError(out, absl::NotFoundError(
+                                "the request inspector is off; start the router with "
+                                "--enable-inspector (BATON_ENABLE_INSPECTOR=1) to serve /inspect"));
+    }
+    if (!is_get) return MethodNotAllowed(out, "GET");
+    if (c_.api_keys->Find(req.Header("authorization")) == nullptr) {
+      // A browser then asks for the key (as the password) and sends it with the page's own
+      // calls too (service::ApiKeys takes Basic credentials).
+      out.Send(401, kJson,
+               service::OpenAiErrorJson(
+                   "The inspector needs the API key: log in with any user name and the key as "
+                   "the password, or send 'Authorization: Bearer <key>'."),
+               {{"WWW-Authenticate", R"(Basic realm="baton inspector", charset="UTF-8")"}});
+      return 401;
+    }
+    if (req.path == "/inspect") {
+      out.Send(200, "text/html; charset=utf-8", std::string(InspectPageHtml()),
+               {{"Content-Security-Policy", std::string(kInspectContentSecurityPolicy)},
+                {"Cache-Control", "no-store"},
+                {"X-Content-Type-Options", "nosniff"},
+                {"Referrer-Policy", "no-referrer"}});
+      return 200;
+    }
+    if (req.path == "/inspect/plan") {
+      return SendError(out, absl::UnimplementedError(
+                                "the router does not plan capacity yet; run `baton plan --model "
+                                "MODEL --device DEVICE --tp N` (docs/operations.md)"));
+    }
+    return SendError(out, absl::NotFoundError(StrCat("no route for GET ", req.path,
+                                                     "; the inspector is at /inspect")));
+  }
+
   int MethodNotAllowed(HttpResponder& out, std::string_view allowed) {
     out.Send(405, kJson, service::OpenAiErrorJson(StrCat("method not allowed; use ", allowed)),
              {{"Allow", std::string(allowed)}});
@@ -223,6 +261,11 @@ class Handler {
     run.record.request_id = run.id;
     run.record.worker_request_id = built->generation.request_id;
     run.record.timings.tokenize_seconds = built->tokenize_seconds;
+    built->generation.arrival = arrival;
+    if (built->generation.trace) {
+      run.prompt_ids = built->generation.prompt_ids;
+      run.params = built->generation.params;
+    }
     c_.metrics->running().Increment();
     const int code = request.stream ? Stream(std::move(built->generation), run, out)
                                     : Whole(std::move(built->generation), run, out);
@@ -250,11 +293,39 @@ class Handler {
     RequestRecord record;  // the latency breakdown, and the --log-requests line
     // Per choice: how its text becomes content and tool calls; null for plain content.
     std::vector<std::unique_ptr<ToolCallOutput>> tools;
+    // A traced request: what CompleteTrace needs, and the trace from the final delta.
+    std::vector<int32_t> prompt_ids;
+    baton::internal::v1::SamplingParams params;
+    std::shared_ptr<const baton::v1::RouteTrace> route;
+    std::shared_ptr<baton::v1::RequestTrace> trace;
   };
+
+  // A traced request's journey, completed and put beside its usage.
+  void FinishTrace(Run& run, bool rerouted) {
+    if (run.trace == nullptr) return;
+    dispatch::CompleteTrace(
+        {.tokenizer = c_.model->tokenizer().get(),
+         .model = c_.model->name(),
+         .prompt_ids = run.prompt_ids,
+         .route = run.route,
+         .route_seconds = run.record.timings.route_seconds,
+         .rerouted = rerouted,
+         .model_info = &c_.model->worker_info(),
+         .params = &run.params,
+         .tokenize_seconds = run.record.timings.tokenize_seconds,
+         .time_to_first_token_seconds = run.record.timings.time_to_first_token_seconds,
+         .total_seconds = SecondsSince(run.arrival),
+         .queue_seconds = run.record.timings.queue_seconds,
+         .cached_tokens = run.usage.cached_tokens,
+         .completion_tokens = run.usage.completion_tokens},
+        run.trace.get());
+    run.usage.trace = run.trace;
+  }
 
   // Where the request was placed, as Pick decided.
   static void NoteRoute(const ::baton::dispatch::Route& route, Run& run) {
     run.record.policy = route.policy;
+    run.route = route.explanation;
     run.record.expected_cached_tokens = route.expected_cached_tokens;
     run.record.timings.route_seconds = route.route_seconds;
   }
@@ -288,6 +359,7 @@ class Handler {
       run.last_token[d.index] = now;
     }
     if (d.finished) {
+      if (d.trace != nullptr) run.trace = d.trace;
       // The prompt counts once however many choices share it (OpenAI's usage).
       run.usage.prompt_tokens = d.prompt_tokens;
       run.usage.cached_tokens = std::max(run.usage.cached_tokens, d.cached_tokens);
@@ -306,7 +378,7 @@ class Handler {
   // nothing was delivered (dispatch/generation.h).
   int Whole(dispatch::GenerationRequest request, Run& run, HttpResponder& out) {
     absl::StatusOr<::baton::dispatch::Route> route =
-        c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
+        c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session, request.trace);
     if (!route.ok()) return SendError(out, route.status());
     NoteRoute(*route, run);
     absl::StatusOr<std::unique_ptr<dispatch::Generation>> started = dispatch::Generation::Start(
@@ -343,6 +415,7 @@ class Handler {
                                 run.usage.completion_tokens, SecondsSince(run.arrival),
                                 run.record.timings.time_to_first_token_seconds);
     run.usage.timings = TimingsNow(run);
+    FinishTrace(run, run.record.rerouted);
     const bool chat = run.request.kind == OpenAiRequest::Kind::kChat;
     const std::string model = c_.model->name();
     out.Send(200, kJson,
@@ -426,7 +499,7 @@ class Handler {
   // starts the response, sends what the socket did not take at once, and ends it.
   int Stream(dispatch::GenerationRequest request, Run& run, HttpResponder& out) {
     absl::StatusOr<::baton::dispatch::Route> route =
-        c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session);
+        c_.pool->Pick(request.prompt_ids, request.cache_salt, request.session, request.trace);
     if (!route.ok()) return SendError(out, route.status());
     NoteRoute(*route, run);
     StreamState s;
@@ -519,8 +592,10 @@ class Handler {
     c_.metrics->ObserveFinished(run.usage.prompt_tokens, run.usage.cached_tokens,
                                 run.usage.completion_tokens, SecondsSince(run.arrival),
                                 run.record.timings.time_to_first_token_seconds);
-    if (run.request.include_usage) {
+    // A traced request's journey travels in the usage chunk, asked for or not.
+    if (run.request.include_usage || run.trace != nullptr) {
       run.usage.timings = TimingsNow(run);
+      FinishTrace(run, gen.rerouted());
       out.WriteChunk(
           StrCat("data: ", UsageChunkJson(run.request.kind, run.id, run.created, model, run.usage),
                  "\n\n"));

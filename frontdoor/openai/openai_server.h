@@ -2,6 +2,7 @@
 //   POST /v1/completions, POST /v1/chat/completions (streaming with SSE, or not)
 //   GET /v1/models, GET /v1/models/{id}
 //   GET /health (the router is up), GET /ready (the worker answers), GET /metrics
+//   GET /inspect (with enable_inspector): the request inspector's page
 // A client that disconnects mid-request cancels it in the worker at once.
 #pragma once
 
@@ -40,6 +41,8 @@ struct OpenAiServerContext {
   // from its start; once it expires, requests still running end with an error (a stream:
   // an error event and [DONE]) and `watcher` is asked to CheckAll. Null: never drains.
   const service::DrainState* drain = nullptr;
+  // GET /inspect: the request inspector's page (docs/inspector.md); 404 when off.
+  bool enable_inspector = false;
 };
 
 std::function<void(const service::HttpRequest&, service::HttpResponder&)> MakeOpenAiHandler(

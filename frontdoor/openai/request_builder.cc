@@ -1,5 +1,6 @@
 #include "frontdoor/openai/request_builder.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <limits>
@@ -9,6 +10,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "dispatch/request_trace.h"
 #include "frontdoor/openai/openai_error.h"
 #include "toolcall/tool_call_format.h"
 
@@ -63,6 +65,25 @@ absl::StatusOr<int64_t> FitToContext(int64_t context, int64_t prompt_tokens,
   return max_tokens;
 }
 
+absl::Status CheckTraceBounds(const OpenAiRequest& r, int64_t prompt_tokens) {
+  if (r.n != 1) {
+    return ParamError("trace", StrCat("trace follows one sequence; n must be 1, got ", r.n));
+  }
+  if (prompt_tokens > kMaxTracePromptTokens) {
+    const char* what = r.kind == OpenAiRequest::Kind::kChat ? "messages" : "prompt";
+    return ParamError(
+        what, StrCat("a traced request's prompt may have at most ", kMaxTracePromptTokens,
+                     " tokens; it has ", prompt_tokens, ". Shorten it, or send it without trace"));
+  }
+  if (r.max_tokens && *r.max_tokens > kMaxTraceOutputTokens) {
+    return ParamError(
+        r.max_tokens_param,
+        StrCat("a traced request may generate at most ", kMaxTraceOutputTokens, " tokens; ",
+               r.max_tokens_param, " is ", *r.max_tokens, ". Lower it, or send it without trace"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedModel& model,
                                           const std::string& id_prefix,
                                           const service::Tenant& tenant) {
@@ -88,8 +109,13 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& r, const ServedMo
   out.tokenize_seconds =
       std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   BATON_ASSIGN_OR_RETURN(
-      const int64_t max_tokens,
+      int64_t max_tokens,
       FitToContext(model.max_model_len(), static_cast<int64_t>(g.prompt_ids.size()), r));
+  if (r.trace) {
+    BATON_RETURN_IF_ERROR(CheckTraceBounds(r, static_cast<int64_t>(g.prompt_ids.size())));
+    max_tokens = std::min(max_tokens, kMaxTraceOutputTokens);
+    g.trace = true;
+  }
   BATON_RETURN_IF_ERROR(model.CheckTokenIds(r.stop_token_ids, "stop_token_ids"));
 
   baton::internal::v1::SamplingParams& p = g.params;

@@ -38,6 +38,10 @@ absl::StatusOr<BuiltRequest> BuildRequest(const OpenAiRequest& request, const Se
 absl::StatusOr<int64_t> FitToContext(int64_t context, int64_t prompt_tokens,
                                      const OpenAiRequest& request);
 
+// A traced request's bounds (dispatch/request_trace.h): n = 1, the prompt and max_tokens
+// within their limits. Errors name the parameter.
+absl::Status CheckTraceBounds(const OpenAiRequest& request, int64_t prompt_tokens);
+
 // A fresh id: "<prefix>-" and 32 hex digits.
 std::string NewRequestId(const std::string& prefix);
 

@@ -160,6 +160,34 @@ test('Generate: stop strings, logprobs, seeds', async () => {
   assert.equal(await seeded(42), await seeded(42));
 });
 
+test('trace = true: the final message carries the request\'s journey (docs/inspector.md)', async () => {
+  const req = { text: 'Once upon a time', sampling: GREEDY, stop: { max_tokens: 6, ignore_eos: true }, trace: true };
+  const msgs = await generate(req);
+  const { text, ids, last } = summarize(msgs);
+  const t = last.trace;
+  assert.ok(t, 'no trace on the final message');
+  for (const m of msgs.slice(0, -1)) assert.equal(m.trace, null, 'a trace before the final message');
+  assert.equal(t.model, MODEL_NAME);
+  assert.equal(t.prompt_tokens.length, Number(last.usage.prompt_tokens));
+  assert.equal(Number(t.completion_tokens), ids.length);
+  const sampled = t.steps.filter((s) => s.sampled);
+  assert.equal(sampled.length, ids.length, 'one sampled step per token');
+  assert.deepEqual(sampled.map((s) => s.chosen.id), ids, 'the steps chose the streamed tokens');
+  assert.equal(sampled.map((s) => s.chosen.text).join(''), text);
+  for (const s of sampled) assert.equal(s.top.length, 5, 'five alternatives per token');
+  assert.equal(t.route.policy.length > 0, true);
+  assert.ok(t.route.candidates.some((c) => c.chosen), 'no chosen worker in the route');
+  assert.ok(Number(t.weight_bytes) > 0 && Number(t.kv_bytes_per_token) > 0);
+  assert.ok(t.total_seconds > 0 && t.time_to_first_token_seconds <= t.total_seconds);
+  // Untraced requests carry none; a traced one asking too much is refused naming the field (this
+  // model's 512-token context comes before the trace's 2048-token bound, which
+  // router_trace_bounds_test checks).
+  const plain = await generate({ ...req, trace: false });
+  assert.equal(plain.at(-1).trace, null);
+  await assert.rejects(generate({ ...req, stop: { max_tokens: 4096 } }),
+    (e) => e.code === grpc.status.INVALID_ARGUMENT && /max_tokens/.test(e.details));
+});
+
 test('a stop-string finish still reports the worker\'s timings and usage', async () => {
   const base = { text: 'Once upon a time', sampling: GREEDY, stop: { max_tokens: 40 } };
   const greedy = summarize(await generate(base));

@@ -565,7 +565,7 @@ frontdoor::ChoiceOut ChoiceWithLogprobs() {
 
 TEST(ResponseTest, CompletionLogprobsShape) {
   const Json j = Json::parse(frontdoor::CompletionResponseJson(
-      "cmpl-1", 1700000000, "m", {ChoiceWithLogprobs()}, {3, 2, 1, std::nullopt}));
+      "cmpl-1", 1700000000, "m", {ChoiceWithLogprobs()}, {3, 2, 1, std::nullopt, nullptr}));
   EXPECT_EQ(j["object"], "text_completion");
   EXPECT_EQ(j["id"], "cmpl-1");
   EXPECT_EQ(j["created"], 1700000000);
@@ -645,8 +645,9 @@ TEST(ResponseTest, CompletionChunk) {
 }
 
 TEST(ResponseTest, UsageChunks) {
-  const Json chat = Json::parse(frontdoor::UsageChunkJson(
-      frontdoor::OpenAiRequest::Kind::kChat, "chatcmpl-1", 1, "m", {10, 4, 8, std::nullopt}));
+  const Json chat =
+      Json::parse(frontdoor::UsageChunkJson(frontdoor::OpenAiRequest::Kind::kChat, "chatcmpl-1", 1,
+                                            "m", {10, 4, 8, std::nullopt, nullptr}));
   EXPECT_EQ(chat["object"], "chat.completion.chunk");
   EXPECT_EQ(chat["choices"], Json::array());
   EXPECT_EQ(chat["usage"]["total_tokens"], 14);
@@ -663,14 +664,14 @@ TEST(ResponseTest, TimingsSitBesideUsageOnlyWhenGiven) {
   t.time_to_first_token_seconds = 0.75;
   t.total_seconds = 1.5;
   const Json with =
-      Json::parse(frontdoor::ChatResponseJson("chatcmpl-1", 1, "m", {}, {1, 2, 0, t}));
+      Json::parse(frontdoor::ChatResponseJson("chatcmpl-1", 1, "m", {}, {1, 2, 0, t, nullptr}));
   EXPECT_EQ(with["timings"]["route_seconds"], 0.25);
   EXPECT_EQ(with["timings"]["prefill_seconds"], 0.5);
   EXPECT_EQ(with["timings"]["time_to_first_token_seconds"], 0.75);
   EXPECT_EQ(with["timings"]["total_seconds"], 1.5);
   EXPECT_EQ(with["timings"].size(), 9U);
   const Json chunk = Json::parse(frontdoor::UsageChunkJson(
-      frontdoor::OpenAiRequest::Kind::kCompletion, "cmpl-1", 1, "m", {1, 2, 0, t}));
+      frontdoor::OpenAiRequest::Kind::kCompletion, "cmpl-1", 1, "m", {1, 2, 0, t, nullptr}));
   EXPECT_EQ(chunk["timings"]["kv_transfer_seconds"], 0.0);
   const Json without = Json::parse(frontdoor::CompletionResponseJson("cmpl-1", 1, "m", {}, {}));
   EXPECT_FALSE(without.contains("timings"));
