@@ -23,7 +23,6 @@ namespace beast = boost::beast;
 namespace http = beast::http;
 
 constexpr size_t kMaxErrorBody = size_t{64} << 10;
-constexpr size_t kMaxModelsBody = size_t{4} << 20;
 constexpr size_t kReadChunk = 16 << 10;
 
 std::string Describe(const beast::error_code& ec) {
@@ -35,45 +34,6 @@ std::string Describe(const beast::error_code& ec) {
 }
 
 }  // namespace
-
-absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url) {
-  constexpr std::string_view kScheme = "http://";
-  if (url.starts_with("https://")) {
-    return absl::InvalidArgumentError(
-        StrCat("--base-url ", url, ": https is not supported; use http:// (or a TLS proxy)"));
-  }
-  if (!url.starts_with(kScheme)) {
-    return absl::InvalidArgumentError(
-        StrCat("--base-url ", url, " must start with http:// (e.g. http://127.0.0.1:8000)"));
-  }
-  std::string_view rest = url.substr(kScheme.size());
-  const size_t slash = rest.find('/');
-  std::string_view authority = rest.substr(0, slash);
-  HttpUrl out;
-  if (slash != std::string_view::npos) out.path = std::string(rest.substr(slash));
-  while (!out.path.empty() && out.path.back() == '/') out.path.pop_back();
-  std::string_view port;
-  if (authority.starts_with('[')) {  // [::1]:8000
-    const size_t close = authority.find(']');
-    if (close == std::string_view::npos) {
-      return absl::InvalidArgumentError(StrCat("--base-url ", url, ": unclosed '[' in the host"));
-    }
-    out.host = std::string(authority.substr(1, close - 1));
-    std::string_view after = authority.substr(close + 1);
-    if (after.starts_with(':')) port = after.substr(1);
-  } else {
-    const size_t colon = authority.rfind(':');
-    out.host = std::string(authority.substr(0, colon));
-    if (colon != std::string_view::npos) port = authority.substr(colon + 1);
-  }
-  out.port = port.empty() ? "80" : std::string(port);
-  if (out.host.empty() ||
-      !std::all_of(out.port.begin(), out.port.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    return absl::InvalidArgumentError(
-        StrCat("--base-url ", url, " is not http://HOST[:PORT][/PATH]"));
-  }
-  return out;
-}
 
 std::string BuildOpenAiBody(const HttpClientOptions& options, const BenchPrompt& prompt) {
   const RequestOptions& r = options.request;
@@ -296,9 +256,7 @@ class HttpBenchClient::Exchange : public std::enable_shared_from_this<Exchange> 
 
 HttpBenchClient::HttpBenchClient(HttpClientOptions options)
     : options_(std::move(options)), loop_(std::make_unique<Loop>()) {
-  const bool ipv6 = options_.url.host.find(':') != std::string::npos;
-  host_header_ = ipv6 ? StrCat("[", options_.url.host, "]:", options_.url.port)
-                      : StrCat(options_.url.host, ":", options_.url.port);
+  host_header_ = HostHeader(options_.url);
 }
 
 HttpBenchClient::~HttpBenchClient() = default;
@@ -320,54 +278,7 @@ void HttpBenchClient::Run() {
 void HttpBenchClient::Stop() { loop_->ioc.stop(); }
 
 absl::StatusOr<std::string> HttpBenchClient::FetchFirstModel() {
-  const BenchClock::time_point deadline =
-      BenchClock::now() + std::chrono::duration_cast<BenchClock::duration>(
-                              std::chrono::duration<double>(options_.request.timeout_s));
-  const std::string url = StrCat("http://", host_header_, options_.url.path, "/v1/models");
-  asio::io_context ioc;
-  asio::ip::tcp::resolver resolver(ioc);
-  beast::error_code ec;
-  auto endpoints = resolver.resolve(options_.url.host, options_.url.port, ec);
-  if (ec) {
-    return absl::UnavailableError(
-        StrCat("cannot resolve ", options_.url.host, ":", options_.url.port, ": ", ec.message()));
-  }
-  http::request<http::empty_body> req{http::verb::get, StrCat(options_.url.path, "/v1/models"), 11};
-  req.set(http::field::host, host_header_);
-  req.set(http::field::user_agent, "baton-bench");
-  if (!options_.request.api_key.empty()) {
-    req.set(http::field::authorization, StrCat("Bearer ", options_.request.api_key));
-  }
-  beast::tcp_stream stream(ioc);
-  beast::flat_buffer buffer;
-  http::response_parser<http::string_body> parser;
-  parser.body_limit(kMaxModelsBody);
-  // Asynchronous only because tcp_stream's timeouts work on asynchronous operations only.
-  stream.expires_at(deadline);
-  stream.async_connect(endpoints, [&](beast::error_code e, const auto& /*endpoint*/) {
-    if ((ec = e)) return;
-    http::async_write(stream, req, [&](beast::error_code e, size_t /*bytes*/) {
-      if ((ec = e)) return;
-      http::async_read(stream, buffer, parser,
-                       [&](beast::error_code e, size_t /*bytes*/) { ec = e; });
-    });
-  });
-  ioc.run();
-  if (ec) return absl::UnavailableError(StrCat("GET ", url, ": ", Describe(ec)));
-  const std::string& body = parser.get().body();
-  if (parser.get().result_int() != 200) {
-    return absl::UnavailableError(StrCat("GET ", url, ": HTTP ", parser.get().result_int(), ": ",
-                                         ErrorMessageFromBody(body), "; or give --model"));
-  }
-  try {
-    const nlohmann::json models = nlohmann::json::parse(body);
-    const auto& id = models.at("data").at(0).at("id");
-    if (id.is_string() && !id.get_ref<const std::string&>().empty()) return id.get<std::string>();
-  } catch (const std::exception&) {
-    // Handled below, with the body in the message.
-  }
-  return absl::InvalidArgumentError(
-      StrCat("GET ", url, " listed no model id (", body.substr(0, 200), "); give --model"));
+  return tools::FetchFirstModel(options_.url, options_.request.api_key, options_.request.timeout_s);
 }
 
 }  // namespace baton::tools

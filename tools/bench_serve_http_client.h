@@ -17,17 +17,9 @@
 #include "nlohmann/json.hpp"
 #include "tools/bench_serve_client.h"
 #include "tools/bench_serve_sse.h"
+#include "tools/http_call.h"
 
 namespace baton::tools {
-
-struct HttpUrl {
-  std::string host;  // without IPv6 brackets
-  std::string port;
-  std::string path;  // "" or "/prefix" (never a trailing slash)
-};
-
-// "http://host[:port][/path]"; https is refused (there is no TLS client here).
-absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url);
 
 struct HttpClientOptions {
   OpenAiApi api = OpenAiApi::kCompletions;

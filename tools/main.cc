@@ -12,6 +12,7 @@
 #include "tools/serve_command.h"
 #include "tools/synth_model_command.h"
 #include "tools/tokenize_command.h"
+#include "tools/trace_command.h"
 #include "tools/worker_command.h"
 
 int main(int argc, char** argv) {
@@ -26,6 +27,7 @@ int main(int argc, char** argv) {
     baton::tools::AddBenchCommand(app);
     baton::tools::AddServeCommand(app);
     baton::tools::AddPlanCommand(app);
+    baton::tools::AddTraceCommand(app);
     return baton::ParseCli(&app, argc, argv).value_or(0);
   } catch (const std::exception& e) {
     // Subcommands report their own errors; this is the last line of defence.
