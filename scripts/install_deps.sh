@@ -13,6 +13,7 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   nodejs
   prometheus
+  chromium  # headless, driven by puppeteer-core in tests/e2e/inspector.test.mjs
 )
 
 missing=()
