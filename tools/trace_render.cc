@@ -104,7 +104,7 @@ void Prompt(const Json& t, std::string* out) {
     const Json& tok = tokens[i];
     std::string piece = Flag(tok, "special") ? Special(Str(tok, "text")) : Quoted(Str(tok, "text"));
     piece = StrCat(piece, ":", Int(tok, "id"), " ");
-    if (static_cast<int64_t>(i) == cached && cached > 0) piece = "| " + piece;
+    if (static_cast<int64_t>(i) == cached && cached > 0) piece.insert(0, "| ");
     if (line + piece.size() > 100) {
       *out += "\n  ";
       line = 2;
