@@ -735,7 +735,7 @@ void Engine::Step() {
     ++counters_.requests_failed;
   }
 
-  RecordTrace(plan, tokens, sampled, clock);
+  RecordTrace(plan, tokens, sampled, sink_failed, clock);
   const auto after = Clock::now();
   for (size_t i = 0; i < plan.items.size(); ++i) {
     if (!sampled[i] || sink_failed[i]) continue;
@@ -744,15 +744,18 @@ void Engine::Step() {
 }
 
 void Engine::RecordTrace(const StepPlan& plan, std::span<const SampledToken> tokens,
-                         std::span<const std::optional<int32_t>> sampled, const StepClock& clock) {
+                         std::span<const std::optional<int32_t>> sampled,
+                         const std::vector<bool>& ended, const StepClock& clock) {
   const int64_t kv_per_token = kv_bytes_per_token();
   const int32_t batch_sequences = static_cast<int32_t>(plan.items.size());
   int32_t batch_tokens = 0;
   for (const StepItem& item : plan.items) batch_tokens += static_cast<int32_t>(item.num_tokens);
   for (size_t i = 0; i < plan.items.size(); ++i) {
+    // An item whose sink failed has ended: End freed its Sequence, so item.seq dangles.
+    if (ended[i]) continue;
     const StepItem& item = plan.items[i];
     auto it = live_.find(item.seq->id);
-    if (it == live_.end() || !it->second->trace) continue;  // ended (a sink failed), or untraced
+    if (it == live_.end() || !it->second->trace) continue;
     Live* live = it->second.get();
     if (live->traced >= kMaxTraceSteps) {
       live->trace_truncated = true;

@@ -312,9 +312,11 @@ class Engine {
   void Emit(Live* live, TokenEvent event);
   // Moves a traced request's recorded steps into `e`.
   static void TakeTrace(Live* live, TokenEvent* e);
-  // Records the step for each traced request of `plan` (engine thread, after sampling).
+  // Records the step for each traced request of `plan` (engine thread, after sampling);
+  // `ended[i]`: item i's request has ended in this step (its Sequence is gone).
   void RecordTrace(const StepPlan& plan, std::span<const SampledToken> tokens,
-                   std::span<const std::optional<int32_t>> sampled, const StepClock& clock);
+                   std::span<const std::optional<int32_t>> sampled, const std::vector<bool>& ended,
+                   const StepClock& clock);
   // Ends a request with a final event carrying `last` (its last token, if any).
   void End(uint64_t seq_id, TokenEvent last);
   void PublishStatsLocked();  // engine thread, with mu_ held
