@@ -153,13 +153,16 @@ absl::StatusOr<engine::EngineRequest> FromProto(const pb::GenerateRequest& in) {
 // the transfer submits the request.
 class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateResponse> {
  public:
-  GenerateReactor(engine::Engine* engine, WorkerDrain* drain)
-      : engine_(engine), drain_(drain), arrived_(std::chrono::steady_clock::now()) {}
+  // `arrived`: when the call reached this worker (a traced request's clock starts there).
+  GenerateReactor(engine::Engine* engine, WorkerDrain* drain,
+                  std::chrono::steady_clock::time_point arrived)
+      : engine_(engine), drain_(drain), arrived_(arrived) {}
 
-  // Streams `stream`'s events; the listener may call back at once.
-  void Start(std::shared_ptr<engine::RequestStream> stream) {
-    trace_offset_ =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - arrived_).count();
+  // Streams `stream`'s events; the listener may call back at once. `submitted`: taken just
+  // before the engine's Submit, so that no step is placed later than it ran.
+  void Start(std::shared_ptr<engine::RequestStream> stream,
+             std::chrono::steady_clock::time_point submitted) {
+    trace_offset_ = std::max(0.0, std::chrono::duration<double>(submitted - arrived_).count());
     drain_->live.AddGenerate(stream->id());
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -291,6 +294,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
                         : ToGrpcStatus(claimed));
       return;
     }
+    const auto submitted = std::chrono::steady_clock::now();
     absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
         engine_->Submit(std::move(request_));
     if (!stream.ok()) {
@@ -301,7 +305,7 @@ class GenerateReactor final : public grpc::ServerWriteReactor<pb::GenerateRespon
       return;
     }
     const std::string id = (*stream)->id();
-    Start(*std::move(stream));
+    Start(*std::move(stream), submitted);
     {
       std::lock_guard<std::mutex> lock(mu_);
       waiting_ = false;
@@ -361,6 +365,7 @@ class WorkerService::WorkerImpl final
 
   grpc::ServerWriteReactor<pb::GenerateResponse>* Generate(
       grpc::CallbackServerContext* ctx, const pb::GenerateRequest* req) override {
+    const auto arrived = std::chrono::steady_clock::now();
     if (grpc::Status auth = auth_->Check(*ctx); !auth.ok()) return new FailedGenerate(auth);
     if (drain_.state.draining()) return new FailedGenerate(WorkerDrain::Refusal());
     absl::StatusOr<engine::EngineRequest> request = FromProto(*req);
@@ -375,7 +380,7 @@ class WorkerService::WorkerImpl final
                                 "decode worker")));
       }
       if (req->await_kv_transfer_ms() > 0) {
-        auto* reactor = new GenerateReactor(engine_, &drain_);
+        auto* reactor = new GenerateReactor(engine_, &drain_, arrived);
         reactor->AwaitTransfer(receiver_, *std::move(request),
                                absl::Milliseconds(req->await_kv_transfer_ms()));
         return reactor;
@@ -384,6 +389,7 @@ class WorkerService::WorkerImpl final
         return new FailedGenerate(ToGrpcStatus(claimed));
       }
     }
+    const auto submitted = std::chrono::steady_clock::now();
     absl::StatusOr<std::shared_ptr<engine::RequestStream>> stream =
         engine_->Submit(*std::move(request));
     if (!stream.ok()) {
@@ -391,8 +397,8 @@ class WorkerService::WorkerImpl final
       if (!transfer_id.empty()) (void)engine_->ReleaseKv(transfer_id);
       return new FailedGenerate(ToGrpcStatus(stream.status()));
     }
-    auto* reactor = new GenerateReactor(engine_, &drain_);
-    reactor->Start(*std::move(stream));
+    auto* reactor = new GenerateReactor(engine_, &drain_, arrived);
+    reactor->Start(*std::move(stream), submitted);
     return reactor;
   }
 
