@@ -13,6 +13,7 @@
 #include "model/gguf_loader.h"
 #include "model/hf_loader.h"
 #include "model/safetensors.h"
+#include "model/weight_inventory.h"
 
 namespace baton::model {
 namespace {
@@ -34,6 +35,7 @@ class MappedModel : public Model {
     weights_ = std::move(parts.weights);
     generation_ = std::move(parts.generation);
     weight_bytes_ = parts.weight_bytes;
+    inventory_ = InventoryOf(weights_, weight_bytes_);
     path_ = std::move(path);
     format_ = std::move(format);
   }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "capacity/capacity_plan.h"
 #include "kernels/cpu/matmul.h"
 #include "model/model_config.h"
 
@@ -70,6 +71,9 @@ class Model {
   const std::string& path() const { return path_; }
   const std::string& format() const { return format_; }    // "gguf" or "safetensors"
   uint64_t weight_bytes() const { return weight_bytes_; }  // bytes of all matrices and vectors
+  // The whole model's weights in the groups tensor parallelism splits (model/
+  // weight_inventory.h); a shard reports its full model's, for capacity planning.
+  const capacity::WeightInventory& weight_inventory() const { return inventory_; }
 
  protected:
   Model() = default;
@@ -79,6 +83,7 @@ class Model {
   std::string path_;
   std::string format_;
   uint64_t weight_bytes_ = 0;
+  capacity::WeightInventory inventory_;
 };
 
 }  // namespace baton::model

@@ -5,9 +5,11 @@
 #include <new>
 #include <vector>
 
+#include "capacity/tp_split.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "kernels/cpu/quant_blocks.h"
+#include "model/weight_inventory.h"
 
 namespace baton::model {
 namespace {
@@ -27,6 +29,7 @@ class ShardedModel : public Model {
     path_ = full.path();
     format_ = full.format();
     weight_bytes_ = bytes;
+    inventory_ = full.weight_inventory();
   }
 
  private:
@@ -94,24 +97,10 @@ absl::StatusOr<Shard> PlanShard(const ModelConfig& c, const RankPlacement& at) {
                                              at.pp_rank, " of ", at.pp_size,
                                              ") is outside its group"));
   }
-  const int64_t tp = at.tp_size;
-  if (c.num_heads % tp != 0) {
-    return absl::InvalidArgumentError(StrCat("--tensor-parallel-size ", tp,
-                                             " does not divide the model's ", c.num_heads,
-                                             " attention heads; use a divisor of ", c.num_heads));
-  }
-  if (c.num_kv_heads % tp != 0 && tp % c.num_kv_heads != 0) {
-    return absl::InvalidArgumentError(
-        StrCat("--tensor-parallel-size ", tp, " must divide the model's ", c.num_kv_heads,
-               " KV heads or be a multiple of them (each rank holds whole KV heads); use a divisor "
-               "of ",
-               c.num_kv_heads, " or a multiple of it that divides ", c.num_heads));
-  }
-  if (c.intermediate_size % tp != 0) {
-    return absl::InvalidArgumentError(StrCat("--tensor-parallel-size ", tp,
-                                             " does not divide the model's intermediate size ",
-                                             c.intermediate_size));
-  }
+  // Which heads, MLP columns and vocabulary rows: capacity/tp_split.h's rule, whose
+  // refusals name --tensor-parallel-size.
+  BATON_ASSIGN_OR_RETURN(const capacity::TpSplit split,
+                         capacity::SplitForTp(ShapeOf(c), at.tp_size));
   if (at.pp_size > c.num_layers) {
     return absl::InvalidArgumentError(StrCat("--pipeline-parallel-size ", at.pp_size,
                                              " exceeds the model's ", c.num_layers, " layers"));
@@ -121,19 +110,15 @@ absl::StatusOr<Shard> PlanShard(const ModelConfig& c, const RankPlacement& at) {
   const int64_t per_stage = c.num_layers / at.pp_size, extra = c.num_layers % at.pp_size;
   s.layer_begin = at.pp_rank * per_stage + std::min<int64_t>(at.pp_rank, extra);
   s.layer_end = s.layer_begin + per_stage + (at.pp_rank < extra ? 1 : 0);
-  s.num_heads = c.num_heads / tp;
+  s.num_heads = split.heads;
   s.head_begin = at.tp_rank * s.num_heads;
-  const int64_t group = c.num_heads / c.num_kv_heads;
-  if (tp <= c.num_kv_heads) {
-    s.num_kv_heads = c.num_kv_heads / tp;
-    s.kv_head_begin = at.tp_rank * s.num_kv_heads;
-  } else {
-    s.num_kv_heads = 1;  // replicated: every query head of this rank reads this one
-    s.kv_head_begin = s.head_begin / group;
-  }
-  s.inter_size = c.intermediate_size / tp;
+  s.num_kv_heads = split.kv_heads;
+  // Replicated: every query head of this rank reads the one KV head it holds.
+  s.kv_head_begin = split.kv_replicated ? s.head_begin / (c.num_heads / c.num_kv_heads)
+                                        : at.tp_rank * s.num_kv_heads;
+  s.inter_size = split.intermediate;
   s.inter_begin = at.tp_rank * s.inter_size;
-  s.vocab_shard = (c.vocab_size + tp - 1) / tp;
+  s.vocab_shard = split.vocab_shard;
   s.vocab_begin = std::min<int64_t>(at.tp_rank * s.vocab_shard, c.vocab_size);
   s.vocab_size = std::min<int64_t>(s.vocab_shard, c.vocab_size - s.vocab_begin);
   return s;

@@ -8,8 +8,7 @@
 //   - column-parallel (rows of W split): q, k, v, gate, up, lm_head, embedding;
 //   - row-parallel (columns of W split): o_proj and down_proj, whose partial outputs the
 //     group sums (all-reduce); their biases are added once, on tp rank 0.
-// When tp exceeds the KV heads, each KV head is held by tp / num_kv_heads ranks, so that
-// every rank holds the one KV head its query heads read (vLLM does the same).
+// How many of each a rank holds, and which splits are allowed: capacity/tp_split.h.
 #pragma once
 
 #include <cstdint>
@@ -45,8 +44,7 @@ struct Shard {
 };
 
 // InvalidArgument, naming the flag and the model's numbers, when the model cannot be
-// split this way: tp must divide the query heads and either divide the KV heads or be a
-// multiple of them, and divide the intermediate size; pp must not exceed the layers.
+// split this way: capacity::SplitForTp refuses the tp, or pp exceeds the layers.
 absl::StatusOr<Shard> PlanShard(const ModelConfig& config, const RankPlacement& at);
 
 // A model holding only `shard`'s weights, copied out of `full` (so `full` may be closed

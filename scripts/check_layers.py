@@ -9,7 +9,7 @@ import re
 import sys
 
 BELOW_SERVICES = ["common", "proto", "kvcache", "kernels", "parallel", "tokenizer", "template",
-                  "grammar", "toolcall", "model", "engine", "transport", "service"]
+                  "grammar", "toolcall", "capacity", "model", "engine", "transport", "service"]
 WORKERS = ["worker", "prefill_worker", "decode_worker"]
 MAY_USE = {
     "common": [],
@@ -23,20 +23,24 @@ MAY_USE = {
     "grammar": ["common"],
     # Tool calls parsed out of generated text, per template family.
     "toolcall": ["common"],
-    "model": ["kernels", "parallel", "common"],
+    # Capacity planning in numbers: a model's shape and weight groups, the tensor-parallel
+    # split rule, devices and the plan; below model/, and usable by the router.
+    "capacity": ["common"],
+    "model": ["capacity", "kernels", "parallel", "common"],
     # Writing model files, for `baton synth-model`, tests and benchmarks: nothing that
     # serves a model may use it.
-    "modelgen": ["model", "kernels", "parallel", "common"],
-    "engine": ["kvcache", "model", "kernels", "parallel", "tokenizer", "grammar", "common"],
+    "modelgen": ["model", "capacity", "kernels", "parallel", "common"],
+    "engine": ["kvcache", "model", "capacity", "kernels", "parallel", "tokenizer", "grammar",
+               "common"],
     "transport": ["kvcache", "common"],
     "service": ["proto", "common"],
     "routing": ["kvcache", "proto", "common"],
     "dispatch": ["routing", "service", "kvcache", "tokenizer", "grammar", "toolcall", "proto",
                  "common"],
     "frontdoor": ["dispatch", "routing", "service", "kvcache", "template", "tokenizer", "grammar",
-                  "toolcall", "proto", "common"],
+                  "toolcall", "capacity", "proto", "common"],
     "router": ["frontdoor", "dispatch", "routing", "service", "kvcache", "template", "tokenizer",
-               "grammar", "toolcall", "proto", "common"],
+               "grammar", "toolcall", "capacity", "proto", "common"],
     "worker": BELOW_SERVICES,
     "prefill_worker": BELOW_SERVICES + ["worker"],
     "decode_worker": BELOW_SERVICES + ["worker"],

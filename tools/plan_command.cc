@@ -6,17 +6,23 @@
 #include <optional>
 #include <string>
 
+#include "capacity/capacity_plan.h"
+#include "capacity/gpu_devices.h"
+#include "capacity/plan_json.h"
 #include "common/status.h"
 #include "common/strings.h"
 #include "kernels/cpu/matmul.h"
 #include "model/model.h"
+#include "model/weight_inventory.h"
 #include "nlohmann/json.hpp"
-#include "tools/capacity_plan.h"
 #include "tools/plan_device.h"
-#include "tools/weight_inventory.h"
 
 namespace baton::tools {
 namespace {
+
+using capacity::CapacityPlan;
+using capacity::DeviceSpec;
+using capacity::PlanRequest;
 
 constexpr double kGB = 1e9;
 
@@ -35,30 +41,16 @@ struct PlanFlags {
 
 constexpr int64_t kDefaultPromptLen = 512;
 
-nlohmann::json PerRank(double rank, double total) { return {{"per_rank", rank}, {"total", total}}; }
-
 nlohmann::json ToJson(const PlanFlags& flags, const model::Model& m, const DeviceSpec& device,
                       const std::optional<CpuMeasurement>& cpu, const PlanRequest& req,
                       const CapacityPlan& p) {
-  const model::ModelConfig& c = m.config();
-  nlohmann::json j;
-  j["model"] = {{"name", c.name},
+  nlohmann::json j = capacity::PlanJson(device, req, p);
+  j["model"] = {{"name", m.config().name},
                 {"path", m.path()},
                 {"format", m.format()},
-                {"weight_dtype", cpu::DTypeName(m.weights().layers[0].q.weight.dtype)},
-                {"layers", c.num_layers},
-                {"hidden_size", c.hidden_size},
-                {"intermediate_size", c.intermediate_size},
-                {"heads", c.num_heads},
-                {"kv_heads", c.num_kv_heads},
-                {"head_dim", c.head_dim},
-                {"vocab_size", c.vocab_size},
-                {"context_length", c.max_position_embeddings}};
-  j["device"] = {{"name", device.name},
-                 {"memory_bytes", device.memory_bytes},
-                 {"bandwidth_gbs", device.bandwidth_bytes_s / kGB},
-                 {"tflops", device.flops / 1e12},
-                 {"measured", cpu.has_value()}};
+                {"weight_dtype", cpu::DTypeName(m.weights().layers[0].q.weight.dtype)}};
+  j["model"].update(capacity::ShapeJson(model::ShapeOf(m.config())));
+  j["device"]["measured"] = cpu.has_value();
   if (cpu) {
     j["device"]["cpu"] = {{"model_name", cpu->model_name},
                           {"isa", cpu->isa},
@@ -68,33 +60,7 @@ nlohmann::json ToJson(const PlanFlags& flags, const model::Model& m, const Devic
                           {"gemm_gflops", cpu->gemm_gflops},
                           {"probe_seconds", cpu->seconds}};
   }
-  const double tp = p.tp;
-  j["tp"] = p.tp;
   j["kv_dtype"] = flags.kv_dtype;
-  j["kv_element_bytes"] = req.kv_element_bytes;
-  j["gpu_memory_utilization"] = req.memory_utilization;
-  j["max_model_len"] = req.max_model_len;
-  j["prompt_len"] = req.prompt_len;
-  j["heads_per_rank"] = p.heads_per_rank;
-  j["kv_heads_per_rank"] = p.kv_heads_per_rank;
-  j["kv_bytes_per_token"] = PerRank(p.kv_bytes_per_token_rank, p.kv_bytes_per_token_total);
-  j["weight_bytes"] = PerRank(p.weight_bytes_rank, p.weight_bytes_total);
-  j["usable_bytes"] = PerRank(p.usable_bytes_rank, p.usable_bytes_rank * tp);
-  j["kv_cache_bytes"] = PerRank(p.kv_cache_bytes_rank, p.kv_cache_bytes_rank * tp);
-  j["tokens_fit"] = p.tokens_fit;
-  j["conversations_fit"] = p.conversations_fit;
-  j["decode"] = {{"context", req.prompt_len},
-                 {"step_bytes_per_rank", p.decode_step_bytes_rank},
-                 {"flops_per_rank", p.decode_flops_rank},
-                 {"floor_seconds_per_token", p.decode_floor_seconds},
-                 {"tokens_per_second", 1.0 / p.decode_floor_seconds}};
-  j["prefill"] = {{"prompt_len", req.prompt_len},
-                  {"flops_per_rank", p.prefill_flops_rank},
-                  {"seconds", p.prefill_seconds},
-                  {"bound", p.prefill_compute_bound ? "compute" : "memory"}};
-  j["compute_bound_batch"] =
-      p.compute_bound_batch ? nlohmann::json(*p.compute_bound_batch) : nlohmann::json(nullptr);
-  j["memory_batch_limit"] = p.memory_batch_limit;
   return j;
 }
 
@@ -194,7 +160,7 @@ absl::Status Run(const PlanFlags& flags) {
     BATON_ASSIGN_OR_RETURN(cpu, MeasureCpu(flags.threads));
     device = CpuDevice(*cpu);
   } else {
-    BATON_ASSIGN_OR_RETURN(device, GpuDevice(flags.device));
+    BATON_ASSIGN_OR_RETURN(device, capacity::GpuDevice(flags.device));
   }
   if (flags.memory_gb > 0) device.memory_bytes = flags.memory_gb * kGB;
   if (flags.bandwidth_gbs > 0) device.bandwidth_bytes_s = flags.bandwidth_gbs * kGB;
@@ -208,12 +174,14 @@ absl::Status Run(const PlanFlags& flags) {
 
   PlanRequest req;
   req.tp = flags.tp;
-  BATON_ASSIGN_OR_RETURN(req.kv_element_bytes, KvElementBytes(flags.kv_dtype));
+  BATON_ASSIGN_OR_RETURN(req.kv_element_bytes, capacity::KvElementBytes(flags.kv_dtype));
   req.memory_utilization = flags.gpu_memory_utilization;
   req.max_model_len = flags.max_model_len > 0 ? flags.max_model_len : c.max_position_embeddings;
   req.prompt_len =
       flags.prompt_len > 0 ? flags.prompt_len : std::min(kDefaultPromptLen, req.max_model_len);
-  BATON_ASSIGN_OR_RETURN(CapacityPlan plan, PlanCapacity(c, InventoryOf(*m), device, req));
+  BATON_ASSIGN_OR_RETURN(
+      CapacityPlan plan,
+      capacity::PlanCapacity(model::ShapeOf(c), m->weight_inventory(), device, req));
   if (flags.json) {
     std::cout << ToJson(flags, *m, device, cpu, req, plan).dump(2) << "\n";
   } else {

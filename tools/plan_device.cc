@@ -5,28 +5,11 @@
 #include <string_view>
 
 #include "bench/cpu_probes.h"
-#include "common/strings.h"
 #include "common/thread_pool.h"
 #include "kernels/cpu/matmul.h"
 
 namespace baton::tools {
 namespace {
-
-// Memory as nvidia-smi reports memory.total (MiB), since the datasheets' "80 GB" and
-// "141 GB" round differently; bandwidth and dense bf16 tensor-core FLOP/s (without
-// sparsity) from NVIDIA's datasheets: H200 SXM (nvidia.com/en-us/data-center/h200),
-// H100 SXM (nvidia.com/en-us/data-center/h100), A100 80GB SXM (A100 datasheet, 2021).
-struct GpuRow {
-  const char* name;
-  double memory_mib;
-  double bandwidth_tbs;
-  double bf16_tflops;
-};
-constexpr GpuRow kGpus[] = {
-    {"h200", 143771, 4.8, 989},
-    {"h100", 81559, 3.35, 989},
-    {"a100", 81920, 2.039, 312},
-};
 
 constexpr size_t kReadProbeBytes = size_t{1} << 29;  // 512 MiB: far past any last-level cache
 constexpr int kReadPasses = 2;
@@ -59,17 +42,6 @@ absl::StatusOr<double> MemAvailableBytes() {
 
 }  // namespace
 
-absl::StatusOr<DeviceSpec> GpuDevice(const std::string& name) {
-  for (const GpuRow& row : kGpus) {
-    if (name == row.name) {
-      return DeviceSpec{name, row.memory_mib * 1024 * 1024, row.bandwidth_tbs * 1e12,
-                        row.bf16_tflops * 1e12};
-    }
-  }
-  return absl::InvalidArgumentError(
-      StrCat("--device '", name, "' is not one of h200, h100, a100, cpu"));
-}
-
 absl::StatusOr<CpuMeasurement> MeasureCpu(int threads) {
   CpuMeasurement m;
   const auto start = std::chrono::steady_clock::now();
@@ -93,8 +65,9 @@ absl::StatusOr<CpuMeasurement> MeasureCpu(int threads) {
   return m;
 }
 
-DeviceSpec CpuDevice(const CpuMeasurement& cpu) {
-  return DeviceSpec{"cpu", cpu.mem_available_bytes, cpu.read_gbs * 1e9, cpu.gemm_gflops * 1e9};
+capacity::DeviceSpec CpuDevice(const CpuMeasurement& cpu) {
+  return capacity::DeviceSpec{"cpu", cpu.mem_available_bytes, cpu.read_gbs * 1e9,
+                              cpu.gemm_gflops * 1e9};
 }
 
 }  // namespace baton::tools

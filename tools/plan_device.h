@@ -1,16 +1,13 @@
-// The devices `baton plan` knows: datasheet figures for data-centre GPUs, and this
-// machine's CPU measured on the spot.
+// `baton plan --device cpu`: this machine's CPU, measured on the spot (the GPUs'
+// datasheet figures are capacity/gpu_devices.h).
 #pragma once
 
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "tools/capacity_plan.h"
+#include "capacity/capacity_plan.h"
 
 namespace baton::tools {
-
-// h200, h100 or a100 (SXM parts; sources in plan_device.cc and docs/operations.md).
-absl::StatusOr<DeviceSpec> GpuDevice(const std::string& name);
 
 // This machine, measured: read bandwidth from bench/cpu_probes.h's streaming reads (all
 // `threads`, a 512 MiB buffer on 2 MiB pages: one long read of 1 GiB in the pattern its
@@ -31,6 +28,6 @@ struct CpuMeasurement {
 absl::StatusOr<CpuMeasurement> MeasureCpu(int threads);
 
 // A DeviceSpec from a measurement.
-DeviceSpec CpuDevice(const CpuMeasurement& cpu);
+capacity::DeviceSpec CpuDevice(const CpuMeasurement& cpu);
 
 }  // namespace baton::tools

@@ -1,8 +1,9 @@
-// The arithmetic of `baton plan`: what a model costs on a device, from its config, the
-// bytes and element counts of its weights, and the device's memory, bandwidth and FLOP/s.
-// No I/O, so tests check it against figures they derive themselves.
+// The arithmetic of `baton plan` and the inspector's capacity panel: what a model costs on
+// a device, from its shape, the bytes and element counts of its weights, and the device's
+// memory, bandwidth and FLOP/s. No I/O, so tests check it against figures they derive
+// themselves.
 //
-//   BATON_ASSIGN_OR_RETURN(CapacityPlan plan, PlanCapacity(config, weights, device, request));
+//   BATON_ASSIGN_OR_RETURN(CapacityPlan plan, PlanCapacity(shape, weights, device, request));
 //   plan.decode_floor_seconds  // one token at batch 1, every byte read once at full bandwidth
 //
 // Formulas (docs/operations.md, "Capacity planning: baton plan"), per tensor-parallel rank:
@@ -20,9 +21,9 @@
 #include <string>
 
 #include "absl/status/statusor.h"
-#include "model/model_config.h"
+#include "capacity/model_shape.h"
 
-namespace baton::tools {
+namespace baton::capacity {
 
 // Bytes and elements of one group of weight tensors.
 struct TensorGroup {
@@ -30,7 +31,7 @@ struct TensorGroup {
   uint64_t elements = 0;
 };
 
-// A model's weights, grouped by how tensor parallelism splits them (model/shard.h).
+// A model's weights, grouped by how tensor parallelism splits them (tp_split.h).
 struct WeightInventory {
   TensorGroup attn_q_o;  // q_proj and o_proj of every layer: split by query heads
   TensorGroup attn_k_v;  // k_proj and v_proj: split by KV heads (replicated past them)
@@ -88,10 +89,9 @@ struct CapacityPlan {
 absl::StatusOr<double> KvElementBytes(const std::string& dtype);
 
 // InvalidArgument, naming the flag, when the request does not fit the model or device:
-// a tp that does not split the heads (model/shard.h's rule), lengths out of range, or
-// weights larger than the usable memory.
-absl::StatusOr<CapacityPlan> PlanCapacity(const model::ModelConfig& config,
-                                          const WeightInventory& weights, const DeviceSpec& device,
-                                          const PlanRequest& request);
+// a tp that does not split the heads (tp_split.h), lengths out of range, or weights
+// larger than the usable memory.
+absl::StatusOr<CapacityPlan> PlanCapacity(const ModelShape& shape, const WeightInventory& weights,
+                                          const DeviceSpec& device, const PlanRequest& request);
 
-}  // namespace baton::tools
+}  // namespace baton::capacity

@@ -1,82 +1,23 @@
 // `baton plan`'s arithmetic against figures derived here from the shapes alone: the
 // bundled model's config.json read with a JSON parser, and a Llama-3.1-8B-like config.
-#include "tools/capacity_plan.h"
+#include "capacity/capacity_plan.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
-#include <string>
 
+#include "capacity/tp_split.h"
 #include "gmock/gmock.h"
 #include "gtest/gtest.h"
-#include "model/model.h"
-#include "nlohmann/json.hpp"
-#include "tools/weight_inventory.h"
+#include "tests/unit/capacity/config_shape.h"
 
-namespace baton::tools {
+namespace baton::capacity {
 namespace {
 
 using ::testing::HasSubstr;
 
-const std::string kTinyDir = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
-
-// The shapes as a reader of config.json sees them, independent of model/hf_config.cc.
-struct Shape {
-  int64_t layers, heads, kv_heads, head_dim, hidden, inter, vocab, context;
-  bool tied;
-  double weight_bytes;  // per element
-};
-
-Shape TinyShape() {
-  std::ifstream in(kTinyDir + "/config.json");
-  std::stringstream text;
-  text << in.rdbuf();
-  const nlohmann::json j = nlohmann::json::parse(text.str());
-  Shape s{};
-  s.layers = j["num_hidden_layers"];
-  s.heads = j["num_attention_heads"];
-  s.kv_heads = j["num_key_value_heads"];
-  s.hidden = j["hidden_size"];
-  s.head_dim = j.contains("head_dim") ? j["head_dim"].get<int64_t>() : s.hidden / s.heads;
-  s.inter = j["intermediate_size"];
-  s.vocab = j["vocab_size"];
-  s.context = j["max_position_embeddings"];
-  s.tied = j.value("tie_word_embeddings", false);
-  const std::string dtype = j["torch_dtype"];
-  s.weight_bytes = dtype == "float32" ? 4 : 2;
-  return s;
-}
-
-// What a file of this shape holds, tensor by tensor.
-WeightInventory InventoryFromShape(const Shape& s) {
-  auto group = [&](int64_t elements) {
-    return TensorGroup{static_cast<uint64_t>(elements * s.weight_bytes),
-                       static_cast<uint64_t>(elements)};
-  };
-  WeightInventory w;
-  w.attn_q_o = group(s.layers * 2 * s.heads * s.head_dim * s.hidden);
-  w.attn_k_v = group(s.layers * 2 * s.kv_heads * s.head_dim * s.hidden);
-  w.mlp = group(s.layers * 3 * s.hidden * s.inter);
-  w.embedding = group(s.vocab * s.hidden);
-  w.tied = s.tied;
-  if (!s.tied) w.lm_head = group(s.vocab * s.hidden);
-  w.other_bytes = static_cast<uint64_t>((2 * s.layers + 1) * s.hidden * s.weight_bytes);  // norms
-  return w;
-}
-
-model::ModelConfig ConfigOf(const Shape& s) {
-  model::ModelConfig c;
-  c.num_layers = s.layers;
-  c.num_heads = s.heads;
-  c.num_kv_heads = s.kv_heads;
-  c.head_dim = s.head_dim;
-  c.hidden_size = s.hidden;
-  c.intermediate_size = s.inter;
-  c.vocab_size = s.vocab;
-  c.max_position_embeddings = s.context;
-  c.tie_word_embeddings = s.tied;
-  return c;
-}
+using testing::ConfigOf;
+using testing::InventoryFromShape;
+using testing::Shape;
+using testing::TinyShape;
 
 // Llama-3.1-8B's published config.json: 32 layers, 32 heads, 8 KV heads, bf16.
 Shape Llama8bShape() { return {32, 32, 8, 128, 4096, 14336, 128256, 131072, false, 2}; }
@@ -91,26 +32,6 @@ PlanRequest Request(int tp, int64_t max_len, int64_t prompt) {
   r.max_model_len = max_len;
   r.prompt_len = prompt;
   return r;
-}
-
-TEST(WeightInventoryTest, BundledModelMatchesItsConfig) {
-  const Shape s = TinyShape();
-  model::OpenOptions options;
-  options.prefault = false;
-  auto m = model::Model::Open(kTinyDir, options);
-  ASSERT_TRUE(m.ok()) << m.status();
-  const WeightInventory got = InventoryOf(**m);
-  const WeightInventory want = InventoryFromShape(s);
-  for (auto [g, w] : {std::pair{got.attn_q_o, want.attn_q_o},
-                      {got.attn_k_v, want.attn_k_v},
-                      {got.mlp, want.mlp},
-                      {got.embedding, want.embedding},
-                      {got.lm_head, want.lm_head}}) {
-    EXPECT_EQ(g.bytes, w.bytes);
-    EXPECT_EQ(g.elements, w.elements);
-  }
-  EXPECT_EQ(got.tied, s.tied);
-  EXPECT_EQ(got.other_bytes, want.other_bytes);
 }
 
 TEST(CapacityPlanTest, BundledModelOneRank) {
@@ -206,5 +127,25 @@ TEST(CapacityPlanTest, RefusalsNameTheFlag) {
   EXPECT_EQ(*KvElementBytes("f32"), 4);
 }
 
+TEST(TpSplitTest, RefusesShapesNoModelHas) {
+  // The router plans from shapes a worker sent: a zero count must be an error, not a
+  // division by zero.
+  ModelShape s = ConfigOf(Llama8bShape());
+  s.kv_heads = 0;
+  EXPECT_THAT(SplitForTp(s, 1).status().message(), HasSubstr("0 KV heads"));
+  s.kv_heads = 5;  // 32 heads are not groups of 5
+  EXPECT_THAT(SplitForTp(s, 1).status().message(), HasSubstr("not one a model can have"));
+  s = ConfigOf(Llama8bShape());
+  EXPECT_THAT(SplitForTp(s, 0).status().message(), HasSubstr("--tensor-parallel-size 0"));
+  EXPECT_THAT(SplitForTp(s, 64).status().message(), HasSubstr("32 attention heads"));
+  const auto split = SplitForTp(s, 16);
+  ASSERT_TRUE(split.ok());
+  EXPECT_TRUE(split->kv_replicated);
+  EXPECT_EQ(split->heads, 2);
+  EXPECT_EQ(split->kv_heads, 1);
+  EXPECT_EQ(split->intermediate, 14336 / 16);
+  EXPECT_EQ(split->vocab_shard, 128256 / 16);
+}
+
 }  // namespace
-}  // namespace baton::tools
+}  // namespace baton::capacity

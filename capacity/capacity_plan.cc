@@ -1,12 +1,12 @@
-#include "tools/capacity_plan.h"
+#include "capacity/capacity_plan.h"
 
 #include <cmath>
 
+#include "capacity/tp_split.h"
 #include "common/status.h"
 #include "common/strings.h"
-#include "model/shard.h"
 
-namespace baton::tools {
+namespace baton::capacity {
 namespace {
 
 constexpr double kGB = 1e9;
@@ -19,7 +19,7 @@ double ElementShare(const TensorGroup& g, int64_t part, int64_t whole) {
   return static_cast<double>(g.elements) * static_cast<double>(part) / static_cast<double>(whole);
 }
 
-absl::Status CheckRequest(const model::ModelConfig& config, const DeviceSpec& device,
+absl::Status CheckRequest(const ModelShape& shape, const DeviceSpec& device,
                           const PlanRequest& request) {
   if (request.tp < 1) {
     return absl::InvalidArgumentError(StrCat("--tp ", request.tp, " must be at least 1"));
@@ -32,10 +32,10 @@ absl::Status CheckRequest(const model::ModelConfig& config, const DeviceSpec& de
                                              request.memory_utilization,
                                              " must be in (0, 1]; vLLM's default is 0.9"));
   }
-  if (request.max_model_len < 1 || request.max_model_len > config.max_position_embeddings) {
+  if (request.max_model_len < 1 || request.max_model_len > shape.context) {
     return absl::InvalidArgumentError(StrCat("--max-model-len ", request.max_model_len,
-                                             " must be between 1 and the model's ",
-                                             config.max_position_embeddings, "-token context"));
+                                             " must be between 1 and the model's ", shape.context,
+                                             "-token context"));
   }
   if (request.prompt_len < 1 || request.prompt_len > request.max_model_len) {
     return absl::InvalidArgumentError(StrCat("--prompt-len ", request.prompt_len,
@@ -60,36 +60,35 @@ absl::StatusOr<double> KvElementBytes(const std::string& dtype) {
       StrCat("--kv-dtype '", dtype, "' is not one of bf16, f16, f32, fp8"));
 }
 
-absl::StatusOr<CapacityPlan> PlanCapacity(const model::ModelConfig& config,
-                                          const WeightInventory& weights, const DeviceSpec& device,
-                                          const PlanRequest& request) {
-  BATON_RETURN_IF_ERROR(CheckRequest(config, device, request));
+absl::StatusOr<CapacityPlan> PlanCapacity(const ModelShape& shape, const WeightInventory& weights,
+                                          const DeviceSpec& device, const PlanRequest& request) {
+  BATON_RETURN_IF_ERROR(CheckRequest(shape, device, request));
   // The engine's own rule for which heads, MLP columns and vocabulary rows a rank holds;
   // its message names --tensor-parallel-size, which `baton plan` accepts as --tp.
-  BATON_ASSIGN_OR_RETURN(model::Shard shard, model::PlanShard(config, {0, request.tp, 0, 1}));
+  BATON_ASSIGN_OR_RETURN(TpSplit shard, SplitForTp(shape, request.tp));
   const int64_t tp = request.tp;
-  const int64_t layers = config.num_layers, head_dim = config.head_dim;
+  const int64_t layers = shape.layers, head_dim = shape.head_dim;
   const auto ctx = static_cast<double>(request.prompt_len);
 
   CapacityPlan p;
   p.tp = request.tp;
-  p.heads_per_rank = shard.num_heads;
-  p.kv_heads_per_rank = shard.num_kv_heads;
+  p.heads_per_rank = shard.heads;
+  p.kv_heads_per_rank = shard.kv_heads;
   p.kv_bytes_per_token_rank =
-      2.0 * static_cast<double>(layers * shard.num_kv_heads * head_dim) * request.kv_element_bytes;
+      2.0 * static_cast<double>(layers * shard.kv_heads * head_dim) * request.kv_element_bytes;
   p.kv_bytes_per_token_total = p.kv_bytes_per_token_rank * static_cast<double>(tp);
 
   // Rank 0 holds the most: a whole ceil(vocab / tp) slice of the embedding and LM head.
-  const double layer_bytes = Share(weights.attn_q_o, shard.num_heads, config.num_heads) +
-                             Share(weights.attn_k_v, shard.num_kv_heads, config.num_kv_heads) +
-                             Share(weights.mlp, shard.inter_size, config.intermediate_size);
-  const double embedding_bytes = Share(weights.embedding, shard.vocab_shard, config.vocab_size);
-  const double head_bytes = Share(weights.lm_head, shard.vocab_shard, config.vocab_size);
+  const double layer_bytes = Share(weights.attn_q_o, shard.heads, shape.heads) +
+                             Share(weights.attn_k_v, shard.kv_heads, shape.kv_heads) +
+                             Share(weights.mlp, shard.intermediate, shape.intermediate);
+  const double embedding_bytes = Share(weights.embedding, shard.vocab_shard, shape.vocab);
+  const double head_bytes = Share(weights.lm_head, shard.vocab_shard, shape.vocab);
   p.weight_bytes_rank =
       layer_bytes + embedding_bytes + head_bytes + static_cast<double>(weights.other_bytes);
   p.weight_bytes_total = static_cast<double>(weights.attn_q_o.bytes + weights.mlp.bytes +
                                              weights.embedding.bytes + weights.lm_head.bytes) +
-                         Share(weights.attn_k_v, shard.num_kv_heads * tp, config.num_kv_heads) +
+                         Share(weights.attn_k_v, shard.kv_heads * tp, shape.kv_heads) +
                          static_cast<double>(weights.other_bytes) * static_cast<double>(tp);
 
   p.usable_bytes_rank = device.memory_bytes * request.memory_utilization;
@@ -109,15 +108,13 @@ absl::StatusOr<CapacityPlan> PlanCapacity(const model::ModelConfig& config,
   // One decode step reads every layer matrix and the LM head once (a tied head is the
   // embedding), whatever the batch, and each sequence's KV cache.
   const TensorGroup& head = weights.tied ? weights.embedding : weights.lm_head;
-  const double step_weight_bytes = layer_bytes + Share(head, shard.vocab_shard, config.vocab_size);
-  const double matrix_elements =
-      ElementShare(weights.attn_q_o, shard.num_heads, config.num_heads) +
-      ElementShare(weights.attn_k_v, shard.num_kv_heads, config.num_kv_heads) +
-      ElementShare(weights.mlp, shard.inter_size, config.intermediate_size);
-  const double head_elements = ElementShare(head, shard.vocab_shard, config.vocab_size);
+  const double step_weight_bytes = layer_bytes + Share(head, shard.vocab_shard, shape.vocab);
+  const double matrix_elements = ElementShare(weights.attn_q_o, shard.heads, shape.heads) +
+                                 ElementShare(weights.attn_k_v, shard.kv_heads, shape.kv_heads) +
+                                 ElementShare(weights.mlp, shard.intermediate, shape.intermediate);
+  const double head_elements = ElementShare(head, shard.vocab_shard, shape.vocab);
   // QK^T and PV: 2 FLOPs per multiply-add, head_dim each, per query head and position.
-  const double attention_flops_per_pos =
-      4.0 * static_cast<double>(layers * shard.num_heads * head_dim);
+  const double attention_flops_per_pos = 4.0 * static_cast<double>(layers * shard.heads * head_dim);
   const double kv_seq_bytes = ctx * p.kv_bytes_per_token_rank;
   p.decode_step_bytes_rank = step_weight_bytes + kv_seq_bytes;
   p.decode_flops_rank = 2.0 * (matrix_elements + head_elements) + attention_flops_per_pos * ctx;
@@ -140,4 +137,4 @@ absl::StatusOr<CapacityPlan> PlanCapacity(const model::ModelConfig& config,
   return p;
 }
 
-}  // namespace baton::tools
+}  // namespace baton::capacity
