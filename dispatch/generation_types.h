@@ -61,6 +61,10 @@ struct ChoiceDelta {
   std::string text;  // final text: never a broken UTF-8 sequence or a stop string
   std::vector<TokenLogprob> logprobs;
   bool finished = false;
+  // When the router read it from the worker, on the loop thread: a front door that hands
+  // deltas to another thread times tokens (TTFT, inter-token) by this, not by when that
+  // thread woke.
+  std::chrono::steady_clock::time_point received;
   // On the final delta of a choice:
   std::string finish_reason;             // "stop" or "length"
   std::string stop_reason;               // the stop string, or the stop token id; empty for EOS

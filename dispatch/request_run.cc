@@ -187,8 +187,10 @@ void RequestRun::OnRead(bool ok) {
     reader_->Read(&msg_, &read_step_);
     return;
   }
+  const std::chrono::steady_clock::time_point received = std::chrono::steady_clock::now();
   ChoiceDelta d;
   absl::StatusOr<bool> has_delta = decoder_.Process(msg_, &d);
+  d.received = received;
   if (!has_delta.ok()) {
     error_ = has_delta.status();
     decode_ctx_->TryCancel();

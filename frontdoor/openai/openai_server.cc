@@ -346,7 +346,9 @@ class Handler {
 
   void Observe(Run& run, const dispatch::ChoiceDelta& d) {
     if (!d.token_ids.empty()) {
-      const Clock::time_point now = Clock::now();
+      // Whole() reads deltas on its own thread, which may wake well after the loop thread
+      // read them (on a busy host, after the last step): the token came when it was read.
+      const Clock::time_point now = d.received == Clock::time_point() ? Clock::now() : d.received;
       if (!run.saw_token) {
         run.record.timings.time_to_first_token_seconds =
             std::chrono::duration<double>(now - run.arrival).count();
