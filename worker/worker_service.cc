@@ -12,6 +12,7 @@
 #include "common/strings.h"
 #include "kvcache/block_hash.h"
 #include "kvcache/kv_event_proto.h"
+#include "model/weight_inventory.h"
 #include "service/grpc_status.h"
 #include "worker/step_trace_proto.h"
 #include "worker/worker_drain.h"
@@ -22,6 +23,41 @@ using service::ToGrpcStatus;
 namespace {
 
 namespace pb = ::baton::internal::v1;
+
+void SetGroup(const capacity::TensorGroup& g, pb::TensorGroup* out) {
+  out->set_bytes(g.bytes);
+  out->set_elements(g.elements);
+}
+
+// What the router's capacity panel plans from: the whole model's shape and weight groups.
+void SetCapacityInputs(const model::Model& m, pb::GetModelInfoResponse* out) {
+  const capacity::ModelShape s = model::ShapeOf(m.config());
+  pb::ModelShape* shape = out->mutable_shape();
+  shape->set_layers(s.layers);
+  shape->set_heads(s.heads);
+  shape->set_kv_heads(s.kv_heads);
+  shape->set_head_dim(s.head_dim);
+  shape->set_hidden_size(s.hidden);
+  shape->set_intermediate_size(s.intermediate);
+  shape->set_vocab_size(s.vocab);
+  shape->set_context_length(s.context);
+  const capacity::WeightInventory& w = m.weight_inventory();
+  pb::WeightGroups* groups = out->mutable_weight_groups();
+  SetGroup(w.attn_q_o, groups->mutable_attn_q_o());
+  SetGroup(w.attn_k_v, groups->mutable_attn_k_v());
+  SetGroup(w.mlp, groups->mutable_mlp());
+  SetGroup(w.embedding, groups->mutable_embedding());
+  SetGroup(w.lm_head, groups->mutable_lm_head());
+  groups->set_other_bytes(w.other_bytes);
+  groups->set_tied(w.tied);
+  // A pipeline stage past the first holds no layer 0; its leader (stage 0) always does.
+  const model::Weights& weights = m.weights();
+  for (const model::LayerWeights& l : weights.layers) {
+    if (l.q.weight.data == nullptr) continue;
+    out->set_weight_dtype(cpu::DTypeName(l.q.weight.dtype));
+    break;
+  }
+}
 
 // Bounds on what one request may carry before the engine's own checks.
 constexpr int kMaxPromptIds = 1 << 20;
@@ -469,6 +505,8 @@ class WorkerService::WorkerImpl final
     out->set_weight_bytes(m.model->weight_bytes());
     out->set_kv_bytes_per_token(static_cast<uint64_t>(engine_->kv_bytes_per_token()));
     out->set_num_layers(static_cast<int32_t>(engine_->kv_layout().num_layers));
+    SetCapacityInputs(*m.model, out);
+    out->set_kv_cache_dtype(engine_->options().kv_cache_dtype);
     return grpc::Status::OK;
   }
 

@@ -15,11 +15,13 @@
 #include "common/strings.h"
 #include "dispatch/generation.h"
 #include "dispatch/request_trace.h"
+#include "frontdoor/openai/capacity_query.h"
 #include "frontdoor/openai/inspect_page.h"
 #include "frontdoor/openai/request_builder.h"
 #include "frontdoor/openai/request_log.h"
 #include "frontdoor/openai/tool_call_output.h"
 #include "service/api_key.h"
+#include "service/http_query.h"
 #include "service/metrics.h"
 
 namespace baton::frontdoor {
@@ -217,9 +219,10 @@ class Handler {
       return 200;
     }
     if (req.path == "/inspect/plan") {
-      return SendError(out, absl::UnimplementedError(
-                                "the router does not plan capacity yet; run `baton plan --model "
-                                "MODEL --device DEVICE --tp N` (docs/operations.md)"));
+      auto plan = CapacityPlanJson(c_.model->worker_info(), service::QueryOf(req.target));
+      if (!plan.ok()) return SendError(out, plan.status());
+      out.Send(200, kJson, *plan, {{"Cache-Control", "no-store"}});
+      return 200;
     }
     return SendError(out, absl::NotFoundError(StrCat("no route for GET ", req.path,
                                                      "; the inspector is at /inspect")));

@@ -3,15 +3,17 @@
 // and draws it. The DOM is checked against the trace the router answered with, every
 // request the page makes must go to the router that served it, and a full-page screenshot
 // is kept as an artifact (${BATON_ARTIFACT_DIR:-<build dir>/artifacts}/inspector.png, and
-// inspector-split.png). Then split workers behind an API key (HTTP Basic login, the prefill
+// inspector-split.png). The capacity panel is checked against `baton plan --json` on the same
+// model files. Then split workers behind an API key (HTTP Basic login, the prefill
 // leg and its K/V transfer), and without --enable-inspector /inspect is 404. Skips (exit 77)
 // without Chromium or puppeteer-core (scripts/install_deps.sh and `npm install` in
 // tests/e2e install them).
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync } from 'node:fs';
 import path from 'node:path';
-import { BATON_BIN, startServe, startWorker, startSplitRouter, request, withLogs } from './harness.mjs';
+import { BATON_BIN, MODEL_DIR, startServe, startWorker, startSplitRouter, request, withLogs } from './harness.mjs';
 
 const CHROMIUM = process.env.BATON_CHROMIUM || '/usr/bin/chromium';
 if (!existsSync(CHROMIUM)) {
@@ -159,6 +161,45 @@ async function checkJourney(body) {
   // Totals.
   const totals = await page.$eval('#totals', (e) => e.textContent);
   for (const k of ['TTFT', 'TPOT', 'end to end', 'output tokens']) assert.ok(totals.includes(k), totals);
+
+  // Capacity: the served model on the chosen GPU, for a conversation as long as this one.
+  await checkCapacity(body, { device: 'h200', tp: 1 });
+}
+
+// `baton plan --json` on the served model's files: the oracle of the capacity panel.
+function batonPlan(args) {
+  return JSON.parse(execFileSync(BATON_BIN, ['plan', '--model', MODEL_DIR, '--json', ...args], { encoding: 'utf8' }));
+}
+
+// Waits for the panel to show the plan of this request's lengths on `device` x `tp`, and
+// compares every figure with `baton plan`.
+async function checkCapacity(body, { device, tp, kvDtype }) {
+  const prompt = body.usage.prompt_tokens;
+  const conversation = prompt + body.usage.completion_tokens;
+  const want = new URLSearchParams({ device, tp: String(tp), 'prompt-len': String(prompt),
+    'max-model-len': String(conversation) });
+  if (kvDtype) want.set('kv-dtype', kvDtype);
+  await page.waitForFunction((q) => document.querySelector('#capacity-figures').getAttribute('data-query') === q,
+    { timeout: 10000 }, want.toString());
+  const note = await page.$eval('#capacity-note', (e) => ({ cls: e.className, text: e.textContent }));
+  assert.equal(note.cls, 'note', note.text);
+  const shown = Object.fromEntries(await page.$$eval('#capacity-figures .metric',
+    (l) => l.map((e) => [e.getAttribute('data-field'), e.getAttribute('data-value')])));
+  const plan = batonPlan(['--device', device, '--tp', String(tp), '--prompt-len', String(prompt),
+    '--max-model-len', String(conversation), ...(kvDtype ? ['--kv-dtype', kvDtype] : [])]);
+  const same = (field, value) => assert.ok(Math.abs(Number(shown[field]) - value) <= 1e-9 * Math.abs(value),
+    `${field}: the page shows ${shown[field]}, baton plan says ${value}`);
+  same('kv_bytes_per_token', plan.kv_bytes_per_token.total);
+  same('weight_bytes', plan.weight_bytes.per_rank);
+  same('kv_cache_bytes', plan.kv_cache_bytes.per_rank);
+  same('conversations_fit', plan.conversations_fit);
+  same('decode_floor', plan.decode.floor_seconds_per_token);
+  same('prefill', plan.prefill.seconds);
+  if (plan.compute_bound_batch === null) assert.equal(shown.compute_bound_batch, 'null');
+  else same('compute_bound_batch', plan.compute_bound_batch);
+  assert.ok(plan.conversations_fit > 0 && plan.weight_bytes.per_rank > 0, JSON.stringify(plan));
+  assert.match(note.text, new RegExp(`on ${tp} × ${device} `));
+  return plan;
 }
 
 async function screenshot(name) {
@@ -179,7 +220,8 @@ function assertStayedOn(server, mark) {
   for (const u of made) {
     const url = new URL(u);
     assert.equal(url.host, `127.0.0.1:${origin.port}`, `the page asked ${u}`);
-    assert.ok(['/inspect', '/v1/models', '/v1/completions', '/v1/chat/completions', '/favicon.ico'].includes(url.pathname), u);
+    assert.ok(['/inspect', '/inspect/plan', '/v1/models', '/v1/completions', '/v1/chat/completions',
+      '/favicon.ico'].includes(url.pathname), u);
   }
 }
 
@@ -214,6 +256,31 @@ test('the page runs a traced request and draws its journey', async () => {
   for (const card of reshaped) {
     const sum = card.reduce((a, v) => a + (v.startsWith('<') ? 0 : parseFloat(v)), 0);
     assert.ok(Math.abs(sum - 100) < 1.5, `the kept candidates' shares add up to 100%: ${card}`);
+  }
+});
+
+test('the capacity panel plans the served model on another GPU, TP and cache type, as baton plan does', async () => {
+  const { status, body } = await runOnPage({ prompt: PROMPT, maxTokens: 6 });
+  assert.equal(status, 200, JSON.stringify(body));
+  await checkCapacity(body, { device: 'h200', tp: 1 });
+  // The choices are the model's: every TP its heads and KV heads split into.
+  const tps = await page.$$eval('#plan-tp option', (l) => l.map((e) => Number(e.value)));
+  const heads = JSON.parse(readFileSync(path.join(MODEL_DIR, 'config.json'), 'utf8')).num_attention_heads;
+  assert.ok(tps.length > 1 && tps[0] === 1 && tps.every((tp) => heads % tp === 0), JSON.stringify(tps));
+  await page.select('#plan-device', 'h100');
+  await page.select('#plan-tp', String(tps[1]));
+  await page.select('#plan-kv-dtype', 'fp8');
+  const plan = await checkCapacity(body, { device: 'h100', tp: tps[1], kvDtype: 'fp8' });
+  const single = batonPlan(['--device', 'h100', '--prompt-len', '8', '--kv-dtype', 'fp8']);
+  assert.ok(plan.weight_bytes.per_rank < single.weight_bytes.per_rank, 'TP splits the weights');
+  await screenshot('inspector-capacity.png');
+
+  // /inspect/plan itself: `baton plan`'s flags as parameters, and refusals naming them.
+  for (const [query, param] of [['tp=3', 'tp'], ['device=b200', 'device'], ['prompt-len=100000', 'prompt-len'],
+    ['memory-gb=-1', 'memory-gb'], ['colour=red', 'colour']]) {
+    const res = await request(`${server.url}/inspect/plan?${query}`, { method: 'GET' });
+    assert.equal(res.status, 400, res.text);
+    assert.equal(res.json.error.param, param, res.text);
   }
 });
 
@@ -254,9 +321,11 @@ test('split workers behind an API key: the prefill leg, its layer groups and the
   const decode = await startWorker(['--role', 'decode', ...workerArgs], engine);
   const router = await startSplitRouter(prefill.addr, decode.addr, ['--enable-inspector', '--api-key', key]);
   try {
-    const denied = await request(`${router.url}/inspect`, { method: 'GET' });
-    assert.equal(denied.status, 401, denied.text);
-    assert.match(denied.headers.get('www-authenticate') || '', /^Basic /);
+    for (const p of ['/inspect', '/inspect/plan']) {
+      const denied = await request(`${router.url}${p}`, { method: 'GET' });
+      assert.equal(denied.status, 401, denied.text);
+      assert.match(denied.headers.get('www-authenticate') || '', /^Basic /);
+    }
 
     const mark = requests.length;
     pageErrors.length = 0;
