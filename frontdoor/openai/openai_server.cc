@@ -244,16 +244,10 @@ class Handler {
     absl::StatusOr<BuiltRequest> built =
         BuildRequest(request, *c_.model, chat ? "chatcmpl" : "cmpl", tenant);
     if (!built.ok()) return SendError(out, built.status());
-    Run run{request,
-            built->response_id,
-            static_cast<int64_t>(std::time(nullptr)),
-            arrival,
-            {},
-            {},
-            {},
-            false,
-            {},
-            {}};
+    Run run{.request = request,
+            .id = built->response_id,
+            .created = static_cast<int64_t>(std::time(nullptr)),
+            .arrival = arrival};
     run.last_token.assign(request.n, arrival);
     run.choices.resize(request.n);
     for (int i = 0; i < request.n; ++i) run.choices[i].index = i;
@@ -289,18 +283,18 @@ class Handler {
     std::string id;
     int64_t created;
     Clock::time_point arrival;
-    std::vector<Clock::time_point> last_token;  // per choice, for inter-token latency
-    std::vector<ChoiceOut> choices;             // per choice: whole text (non-streaming)
-    UsageOut usage;
+    std::vector<Clock::time_point> last_token{};  // per choice, for inter-token latency
+    std::vector<ChoiceOut> choices{};             // per choice: whole text (non-streaming)
+    UsageOut usage{};
     bool saw_token = false;
-    RequestRecord record;  // the latency breakdown, and the --log-requests line
+    RequestRecord record{};  // the latency breakdown, and the --log-requests line
     // Per choice: how its text becomes content and tool calls; null for plain content.
-    std::vector<std::unique_ptr<ToolCallOutput>> tools;
+    std::vector<std::unique_ptr<ToolCallOutput>> tools{};
     // A traced request: what CompleteTrace needs, and the trace from the final delta.
-    std::vector<int32_t> prompt_ids;
-    baton::internal::v1::SamplingParams params;
-    std::shared_ptr<const baton::v1::RouteTrace> route;
-    std::shared_ptr<baton::v1::RequestTrace> trace;
+    std::vector<int32_t> prompt_ids{};
+    baton::internal::v1::SamplingParams params{};
+    std::shared_ptr<const baton::v1::RouteTrace> route{};
+    std::shared_ptr<baton::v1::RequestTrace> trace{};
   };
 
   // A traced request's journey, completed and put beside its usage.

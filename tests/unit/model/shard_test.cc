@@ -119,7 +119,9 @@ TEST(ShardTest, ResidentMemoryIsAboutTheShard) {
   const std::string& dir = ModelDir();
   uint64_t full_bytes = 0;
   {
-    auto full = Model::Open(dir, {.prefault = false});
+    OpenOptions lazy;
+    lazy.prefault = false;
+    auto full = Model::Open(dir, lazy);
     ASSERT_TRUE(full.ok());
     full_bytes = (*full)->weight_bytes();
   }
