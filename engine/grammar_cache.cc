@@ -23,34 +23,60 @@ absl::StatusOr<std::shared_ptr<const grammar::TokenVocab>> GrammarCache::VocabLo
   return vocab_;
 }
 
+absl::StatusOr<std::shared_ptr<const grammar::TokenGrammar>> GrammarCache::Compile(
+    const OutputConstraint& constraint, std::shared_ptr<const grammar::TokenVocab> vocab) {
+  std::shared_ptr<const grammar::Grammar> compiled;
+  if (constraint.kind == OutputConstraint::Kind::kJsonObject) {
+    compiled = grammar::JsonObjectGrammar();
+  } else {
+    BATON_ASSIGN_OR_RETURN(compiled, grammar::CompileJsonSchema(constraint.json_schema));
+  }
+  BATON_ASSIGN_OR_RETURN(auto bound,
+                         grammar::TokenGrammar::Create(std::move(compiled), std::move(vocab)));
+  bound->BuildAllTables();
+  return bound;
+}
+
 absl::StatusOr<std::shared_ptr<const grammar::TokenGrammar>> GrammarCache::Get(
     const OutputConstraint& constraint) {
   if (constraint.kind == OutputConstraint::Kind::kNone) return nullptr;
   const bool object = constraint.kind == OutputConstraint::Kind::kJsonObject;
   // The kind is part of the key: "o" alone is json_object, "s" + text a schema.
   std::string key = object ? "o" : "s" + constraint.json_schema;
+  std::shared_ptr<Slot> slot;
+  std::shared_ptr<const grammar::TokenVocab> vocab;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = index_.find(key); it != index_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second);
+      slot = it->second->second;
+    } else {
+      BATON_ASSIGN_OR_RETURN(vocab, VocabLocked());
+      slot = std::make_shared<Slot>();
+      lru_.emplace_front(key, slot);
+      index_[std::move(key)] = lru_.begin();
+      ++compiles_;
+      while (lru_.size() > capacity_) {
+        index_.erase(lru_.back().first);
+        lru_.pop_back();
+      }
+    }
+  }
+  if (vocab == nullptr) {  // another caller builds it (or has)
+    slot->ready.WaitForNotification();
+    return slot->grammar;
+  }
+  // Outside the lock: building the tables takes a good part of a second on a large
+  // vocabulary, and requests with other schemas must not wait for it. A failed compile
+  // stays cached too: the same bad schema is refused again at once.
+  slot->grammar = Compile(constraint, std::move(vocab));
+  slot->ready.Notify();
+  return slot->grammar;
+}
+
+size_t GrammarCache::compiles() const {
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = index_.find(key); it != index_.end()) {
-    lru_.splice(lru_.begin(), lru_, it->second);
-    return it->second->second;
-  }
-  // Compiled under the lock: two requests with a new schema would otherwise both compile
-  // it, and compiling is cheap next to a prefill.
-  std::shared_ptr<const grammar::Grammar> compiled;
-  if (object) {
-    compiled = grammar::JsonObjectGrammar();
-  } else {
-    BATON_ASSIGN_OR_RETURN(compiled, grammar::CompileJsonSchema(constraint.json_schema));
-  }
-  BATON_ASSIGN_OR_RETURN(auto vocab, VocabLocked());
-  BATON_ASSIGN_OR_RETURN(auto bound, grammar::TokenGrammar::Create(std::move(compiled), vocab));
-  lru_.emplace_front(key, bound);
-  index_[std::move(key)] = lru_.begin();
-  while (lru_.size() > capacity_) {
-    index_.erase(lru_.back().first);
-    lru_.pop_back();
-  }
-  return bound;
+  return compiles_;
 }
 
 }  // namespace baton::engine

@@ -122,21 +122,36 @@ void GrammarMatcher::FillMaskUncached(std::span<uint32_t> mask) {
 
 void GrammarMatcher::ComputeMask(std::span<uint32_t> out) {
   std::fill(out.begin(), out.end(), 0u);
-  const TokenVocab& vocab = tg_->vocab();
   for (size_t i = 0; i < tops_.size(); ++i) {
     const int32_t top = tops_[i];
     auto table = tg_->Table(pda_.nodes()[top].pos);
     table->OrAccepted(out.data());
-    if (table->uncertain.empty()) continue;
-    // The uncertain tokens run from this stack, whole.
-    TokenWalk walk(&pda_, &vocab);
-    walk.Run(std::span<const int32_t>(&top, 1), table->uncertain,
-             [&](int32_t index, std::string_view tok, size_t depth) {
-               if (walk.Accepted(tok, depth)) {
-                 const int32_t id = vocab.sorted[index];
-                 out[id >> 5] |= uint32_t{1} << (id & 31);
-               }
-             });
+    if (table->tails != nullptr) AddUncertain(*table, top, out);
+  }
+}
+
+void GrammarMatcher::AddUncertain(const PositionTable& table, int32_t top,
+                                  std::span<uint32_t> out) {
+  // The real stack with the top's rule finished, then each distinct tail from there.
+  const size_t arena0 = pda_.nodes().size();
+  popped_.clear();
+  PopFlags flags;
+  pda_.Expand(table.rule_end, pda_.nodes()[top].parent, &popped_, &flags);
+  tail_ok_.assign(table.tails->token_bytes.size(), 0);
+  if (!popped_.empty()) {
+    TokenWalk walk(&pda_, table.tails.get());
+    walk.Run(popped_, table.tail_order, [&](int32_t index, std::string_view tail, size_t depth) {
+      if (walk.Accepted(tail, depth)) tail_ok_[table.tails->sorted[index]] = 1;
+    });
+  }
+  pda_.nodes().resize(arena0);
+  for (size_t u = 0; u < table.uncertain_ids.size(); ++u) {
+    for (uint32_t r = table.tail_begin[u]; r < table.tail_begin[u + 1]; ++r) {
+      if (!tail_ok_[table.tail_refs[r]]) continue;
+      const int32_t id = table.uncertain_ids[u];
+      out[id >> 5] |= uint32_t{1} << (id & 31);
+      break;
+    }
   }
 }
 

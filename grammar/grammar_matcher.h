@@ -45,6 +45,8 @@ class GrammarMatcher {
  private:
   void Commit(size_t begin, size_t end, bool emptied);
   void ComputeMask(std::span<uint32_t> mask);
+  // ORs into `mask` the table's uncertain tokens that the real stack under `top` allows.
+  void AddUncertain(const PositionTable& table, int32_t top, std::span<uint32_t> mask);
 
   std::shared_ptr<const TokenGrammar> tg_;
   Pda pda_;                    // holds only the committed stacks between calls
@@ -56,6 +58,8 @@ class GrammarMatcher {
   std::vector<int32_t> flat_;
   std::vector<std::pair<uint32_t, uint32_t>> spans_;
   absl::flat_hash_map<uint64_t, int32_t> intern_;
+  std::vector<int32_t> popped_;
+  std::vector<char> tail_ok_;
 };
 
 }  // namespace baton::grammar

@@ -39,6 +39,11 @@ size_t TokenGrammar::tables_built() const {
   return tables_built_;
 }
 
+size_t TokenGrammar::table_bytes() const {
+  absl::MutexLock lock(&mu_);
+  return table_bytes_;
+}
+
 void TokenGrammar::BuildAllTables() const {
   for (int32_t pos = 0; pos < grammar_->num_positions(); ++pos) {
     if (grammar_->element(pos).kind == Grammar::Kind::kBytes) (void)Table(pos);

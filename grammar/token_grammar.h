@@ -1,5 +1,6 @@
 // A Grammar bound to a vocabulary: the per-position token tables (token_table.h), built
-// on first use, and the per-state mask cache (mask_cache.h). Thread-safe and shared by
+// all at once by BuildAllTables or each on first use, and the per-state mask cache
+// (mask_cache.h). Thread-safe and shared by
 // every sequence that uses the same grammar on a worker; GrammarMatcher is the
 // per-sequence part.
 //
@@ -45,11 +46,13 @@ class TokenGrammar {
   // The table of a kBytes position, built now if it is not cached.
   std::shared_ptr<const PositionTable> Table(int32_t pos) const;
   // Builds the table of every kBytes position now, so that no step of a sequence waits
-  // for one (the engine does it when it binds a schema; xgrammar's compile step does the
-  // same work). Tables beyond table_cache_bytes are dropped and rebuilt when needed.
+  // for one (engine/grammar_cache.h does it when it binds a schema; xgrammar's compile
+  // step does the same work). Tables beyond table_cache_bytes are dropped and rebuilt
+  // when needed.
   void BuildAllTables() const;
   const MaskCache& masks() const { return masks_; }
   size_t tables_built() const;
+  size_t table_bytes() const;  // of the tables kept now
 
  private:
   TokenGrammar(std::shared_ptr<const Grammar> grammar, std::shared_ptr<const TokenVocab> vocab,

@@ -22,6 +22,7 @@ absl::StatusOr<std::shared_ptr<const TokenVocab>> MakeTokenVocab(
   auto v = std::make_shared<TokenVocab>();
   v->token_bytes = std::move(token_bytes);
   v->special = std::move(special);
+  size_t total = 0;
   for (size_t id = 0; id < v->token_bytes.size(); ++id) {
     const size_t len = v->token_bytes[id].size();
     if (len > std::numeric_limits<uint16_t>::max()) {
@@ -29,12 +30,23 @@ absl::StatusOr<std::shared_ptr<const TokenVocab>> MakeTokenVocab(
           baton::StrCat("token vocab: token ", id, " is ", len, " bytes long"));
     }
     if (v->special[id] || len == 0) continue;
+    total += len;
+    if (total > std::numeric_limits<uint32_t>::max()) {
+      return absl::InvalidArgumentError(
+          baton::StrCat("token vocab: the tokens' bytes add up to over 4 GiB"));
+    }
     v->sorted.push_back(static_cast<int32_t>(id));
     v->max_token_bytes = std::max(v->max_token_bytes, len);
   }
   std::sort(v->sorted.begin(), v->sorted.end(), [&](int32_t a, int32_t b) {
     return v->token_bytes[a] != v->token_bytes[b] ? v->token_bytes[a] < v->token_bytes[b] : a < b;
   });
+  v->sorted_offset.reserve(v->sorted.size() + 1);
+  for (int32_t id : v->sorted) {
+    v->sorted_offset.push_back(static_cast<uint32_t>(v->sorted_blob.size()));
+    v->sorted_blob += v->token_bytes[id];
+  }
+  v->sorted_offset.push_back(static_cast<uint32_t>(v->sorted_blob.size()));
   v->lcp.assign(v->sorted.size(), 0);
   for (size_t i = 1; i < v->sorted.size(); ++i) {
     const std::string& a = v->token_bytes[v->sorted[i - 1]];

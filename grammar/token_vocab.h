@@ -28,12 +28,22 @@ struct TokenVocab {
   // later one (257 entries), so a walk can skip every token whose first byte is refused.
   std::vector<int32_t> first_byte_start;
 
+  // The bytes of sorted[0], sorted[1], ... back to back: a walk in sorted order reads
+  // them in one stream instead of chasing 128k strings about the heap.
+  std::string sorted_blob;
+  std::vector<uint32_t> sorted_offset;  // sorted.size() + 1 entries
+
   int32_t size() const { return static_cast<int32_t>(token_bytes.size()); }
   std::string_view bytes(int32_t id) const { return token_bytes[id]; }
+  // The bytes of sorted[index].
+  std::string_view sorted_bytes(int32_t index) const {
+    return std::string_view(sorted_blob)
+        .substr(sorted_offset[index], sorted_offset[index + 1] - sorted_offset[index]);
+  }
 };
 
 // InvalidArgument when the two vectors differ in length, the vocabulary is empty or larger
-// than int32, or a token is longer than 65535 bytes.
+// than int32, a token is longer than 65535 bytes or the tokens add up to over 4 GiB.
 absl::StatusOr<std::shared_ptr<const TokenVocab>> MakeTokenVocab(
     std::vector<std::string> token_bytes, std::vector<bool> special);
 

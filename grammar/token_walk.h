@@ -42,17 +42,18 @@ class TokenWalk {
   void Run(std::span<const int32_t> base, std::span<const int32_t> order, Visit&& visit) {
     const size_t arena0 = pda_->nodes().size();
     pool_.assign(base.begin(), base.end());
-    levels_.clear();
+    // Sized once: a level per byte of the longest token (the hot loop never grows it).
+    levels_.resize(vocab_->max_token_bytes + 1);
     arena0_ = static_cast<int32_t>(arena0);
     ForgetStates();
-    levels_.push_back(MadeLevel(0, PopFlags{}));
-    levels_.back().state = Intern(levels_.back());
+    levels_[0] = MadeLevel(0, PopFlags{});
+    levels_[0].state = Intern(levels_[0]);
     size_t cur = 0;
     std::string_view prev;
     int32_t prev_index = -2;
     for (size_t k = 0; k < order.size(); ++k) {
       const int32_t index = order[k];
-      const std::string_view tok = vocab_->bytes(vocab_->sorted[index]);
+      const std::string_view tok = vocab_->sorted_bytes(index);
       size_t common;
       if (index == prev_index + 1) {
         common = vocab_->lcp[index];
@@ -63,7 +64,6 @@ class TokenWalk {
         }
       }
       if (common < cur) cur = common;
-      levels_.resize(cur + 1);
       pool_.resize(levels_[cur].end);
       pda_->nodes().resize(levels_[cur].arena);
       while (cur < tok.size() && levels_[cur].alive) {
@@ -81,7 +81,7 @@ class TokenWalk {
                vocab_->lcp[order[k + 1]] >= cur) {
           prev_index = order[++k];
         }
-        prev = vocab_->bytes(vocab_->sorted[prev_index]);
+        prev = vocab_->sorted_bytes(prev_index);
       }
     }
     pda_->nodes().resize(arena0);
@@ -93,6 +93,9 @@ class TokenWalk {
     const Level& l = levels_[depth];
     return depth == tok.size() && ((l.exact && l.alive) || l.flags.emptied);
   }
+  // Some stack popped past the walk's bottom on the token's byte d - 1: the rule the walk
+  // started in was finished after d bytes (1 <= d <= depth).
+  bool Emptied(size_t d) const { return levels_[d].flags.emptied; }
   // Not Accepted, but a guessed stack took the whole token (or the guess was given up):
   // the real stack below the cut decides.
   bool Uncertain(std::string_view tok, size_t depth) const {
@@ -140,7 +143,7 @@ class TokenWalk {
     return l;
   }
 
-  // Advances level `cur` by `byte` and pushes the next level.
+  // Advances level `cur` by `byte` into level cur + 1.
   void Step(size_t cur, uint8_t byte) {
     const int32_t from_state = levels_[cur].state;
     const bool inherited_gave_up = levels_[cur].flags.gave_up;
@@ -150,9 +153,14 @@ class TokenWalk {
         const State& s = states_[t.to];
         PopFlags flags = t.flags;
         flags.gave_up = flags.gave_up || inherited_gave_up;
-        levels_.push_back({static_cast<uint32_t>(pool_.size()), static_cast<uint32_t>(pool_.size()),
-                           static_cast<uint32_t>(pda_->nodes().size()), t.to, s.alive, s.exact,
-                           false, flags});
+        levels_[cur + 1] = {static_cast<uint32_t>(pool_.size()),
+                            static_cast<uint32_t>(pool_.size()),
+                            static_cast<uint32_t>(pda_->nodes().size()),
+                            t.to,
+                            s.alive,
+                            s.exact,
+                            false,
+                            flags};
         return;
       }
     }
@@ -163,9 +171,9 @@ class TokenWalk {
     pda_->Advance(&pool_, from.begin, from.end, byte, &flags);
     const PopFlags own = flags;
     flags.gave_up = flags.gave_up || inherited_gave_up;
-    levels_.push_back(MadeLevel(begin, flags));
+    levels_[cur + 1] = MadeLevel(begin, flags);
     if (from_state < 0) return;
-    Level& to = levels_.back();
+    Level& to = levels_[cur + 1];
     to.state = Intern(to);
     if (to.state >= 0) {
       transitions_[static_cast<size_t>(from_state) * 256 + byte] = {to.state, own};

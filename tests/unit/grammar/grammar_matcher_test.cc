@@ -406,6 +406,43 @@ TEST(GrammarMatcherTest, RootNumberCanEndButNeedNot) {
   EXPECT_FALSE(m.MustEnd());
 }
 
+// A token that can finish a rule at two of its bytes ("aab" finishes A after "a" and after
+// "aa") is allowed when either rest of it goes on from the real stack: after "x" only
+// "b" may follow A, after "y" only "c". The table keeps both tails of "aab" ("ab" and "b"),
+// and the mask takes the one that lives.
+TEST(GrammarMatcherTest, AnUncertainTokenIsInWhenAnyOfItsTailsIs) {
+  // A ::= "a" O, O ::= "a" | "": one position, finished after one byte or after two.
+  GrammarBuilder b;
+  const int32_t root = b.AddRule("root");
+  const int32_t a = b.AddRule("A");
+  const int32_t o = b.AddRule("O");
+  b.AddAlternative(a, {GrammarBuilder::Byte('a'), GrammarBuilder::Rule(o)});
+  b.AddAlternative(o, GrammarBuilder::Literal("a"));
+  b.AddAlternative(o, {});
+  for (const char* follow : {"xb", "yc"}) {
+    b.AddAlternative(root, {GrammarBuilder::Byte(follow[0]), GrammarBuilder::Rule(a),
+                            GrammarBuilder::Byte(follow[1])});
+  }
+  auto g = std::move(b).Build(root);
+  ASSERT_TRUE(g.ok()) << g.status();
+  const std::vector<std::string> tokens = {"x",   "y", "a", "aa",   "ab",  "aab", "ac",
+                                           "aac", "b", "c", "aaab", "abb", "aabc"};
+  auto vocab = *MakeTokenVocab(tokens, std::vector<bool>(tokens.size(), false));
+  auto tg = *TokenGrammar::Create(*g, vocab);
+  auto allowed_after = [&](const char* first) {
+    GrammarMatcher m(tg);
+    EXPECT_TRUE(m.AcceptBytes(first).ok());
+    std::vector<uint32_t> mask(tg->mask_words());
+    m.FillMask(mask);
+    EXPECT_EQ(mask, BruteForce(m)) << "after " << first;
+    std::vector<std::string> out;
+    for (int32_t id : Allowed(mask, vocab->size())) out.push_back(tokens[id]);
+    return out;
+  };
+  EXPECT_EQ(allowed_after("x"), (std::vector<std::string>{"a", "aa", "ab", "aab"}));
+  EXPECT_EQ(allowed_after("y"), (std::vector<std::string>{"a", "aa", "ac", "aac"}));
+}
+
 TEST(GrammarMatcherTest, Llama3MasksEqualBruteForce) {
   testing::HfVocab hf;
   const std::string path = std::string(BATON_TESTDATA_DIR) + "/tokenizers/hf/llama3/tokenizer.json";
