@@ -290,7 +290,10 @@ class Compiler {
     } else if (v.is_number_integer()) {
       x = std::clamp<int64_t>(v.get<int64_t>(), -kClamp, kClamp);
     } else {
-      const double d = std::clamp<double>(v.get<double>(), -kClamp, kClamp);
+      // kClamp is not a double exactly (1e16 + 8 as one), still beyond every integer the
+      // grammar allows.
+      const double limit = static_cast<double>(kClamp);
+      const double d = std::clamp(v.get<double>(), -limit, limit);
       const double f = lower ? std::ceil(d) : std::floor(d);
       x = static_cast<int64_t>(f);
       // A fractional exclusive bound excludes nothing more than the inclusive one.
