@@ -54,12 +54,8 @@ absl::StatusOr<std::shared_ptr<const grammar::TokenGrammar>> GrammarCache::Get(
       BATON_ASSIGN_OR_RETURN(vocab, VocabLocked());
       slot = std::make_shared<Slot>();
       lru_.emplace_front(key, slot);
-      index_[std::move(key)] = lru_.begin();
+      index_[key] = lru_.begin();
       ++compiles_;
-      while (lru_.size() > capacity_) {
-        index_.erase(lru_.back().first);
-        lru_.pop_back();
-      }
     }
   }
   if (vocab == nullptr) {  // another caller builds it (or has)
@@ -67,9 +63,24 @@ absl::StatusOr<std::shared_ptr<const grammar::TokenGrammar>> GrammarCache::Get(
     return slot->grammar;
   }
   // Outside the lock: building the tables takes a good part of a second on a large
-  // vocabulary, and requests with other schemas must not wait for it. A failed compile
-  // stays cached too: the same bad schema is refused again at once.
+  // vocabulary, and requests with other schemas must not wait for it.
   slot->grammar = Compile(constraint, std::move(vocab));
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!slot->grammar.ok()) {
+      // A schema that does not compile is not kept: a stream of bad schemas must not push
+      // out the good ones (each costs a fraction of a second to build again), and
+      // refusing one again costs only its compile.
+      if (auto it = index_.find(key); it != index_.end() && it->second->second == slot) {
+        lru_.erase(it->second);
+        index_.erase(it);
+      }
+    }
+    while (lru_.size() > capacity_) {
+      index_.erase(lru_.back().first);
+      lru_.pop_back();
+    }
+  }
   slot->ready.Notify();
   return slot->grammar;
 }

@@ -5,10 +5,11 @@
 //
 // A grammar is returned with every position table built, as xgrammar's compile step does
 // and vLLM waits for before it schedules a request: then no decode step of any request
-// waits for a table, and a step's mask costs tens of microseconds at most, the first
-// request's included (docs/perf/structured_outputs.md). The first request of a schema pays
-// for the tables (about 0.3 s for a nested schema over a 128k vocabulary) on the thread
-// that submits it, never on the engine's.
+// waits for a table (unless a schema's tables outgrow TokenGrammarOptions's
+// table_cache_bytes, 256 MiB), and a step's mask costs tens of microseconds at most, the
+// first request's included (docs/perf/structured_outputs.md). The first request of a
+// schema pays for the tables (about 0.25 s for a nested schema over a 128k vocabulary) on
+// the thread that submits it, never on the engine's.
 //
 //   GrammarCache cache(tokenizer);
 //   BATON_ASSIGN_OR_RETURN(auto grammar, cache.Get(params.constraint));  // null: none
@@ -38,12 +39,13 @@ class GrammarCache {
                         size_t capacity = 64);
 
   // The grammar for `constraint`, its tables built; null for Kind::kNone. InvalidArgument
-  // (naming the construct) for a schema outside the supported subset. Thread-safe: callers
-  // with the same new schema wait for one build, the others do not wait for it.
+  // (naming the construct) for a schema outside the supported subset, which is not kept.
+  // Thread-safe: callers with the same new schema wait for one build, the others do not
+  // wait for it.
   absl::StatusOr<std::shared_ptr<const grammar::TokenGrammar>> Get(
       const OutputConstraint& constraint);
 
-  // Grammars compiled so far (evicted ones included).
+  // Compiles started so far (evicted grammars and refused schemas included).
   size_t compiles() const;
 
  private:

@@ -14,7 +14,10 @@ size_t PositionTable::bytes() const {
   size_t n = sizeof(*this) + 4 * (accepted_bits.size() + accepted_ids.size() + tail_order.size() +
                                   uncertain_ids.size() + tail_begin.size() + tail_refs.size());
   if (tails != nullptr) {
-    for (const std::string& t : tails->token_bytes) n += t.size() + sizeof(std::string) + 16;
+    const TokenVocab& v = *tails;
+    for (const std::string& t : v.token_bytes) n += sizeof(std::string) + t.capacity();
+    n += sizeof(v) + v.sorted_blob.size() + v.special.size() / 8 + 4 * v.sorted.size() +
+         2 * v.lcp.size() + 4 * v.sorted_offset.size() + 4 * v.first_byte_start.size();
   }
   return n;
 }

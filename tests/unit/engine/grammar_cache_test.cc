@@ -1,6 +1,7 @@
 // GrammarCache (engine/grammar_cache.h): one TokenGrammar per schema, returned with every
 // position table built, so that a request's decode steps never build one; a bad schema is
-// the same clear error each time; concurrent callers with one new schema share one build.
+// the same clear error each time and evicts nothing; concurrent callers with one new
+// schema share one build.
 #include "engine/grammar_cache.h"
 
 #include <memory>
@@ -78,16 +79,21 @@ TEST(GrammarCacheTest, EveryTableIsBuiltBeforeTheFirstStep) {
   EXPECT_EQ((*object)->tables_built(), BytesPositions((*object)->grammar()));
 }
 
-TEST(GrammarCacheTest, AnUnsupportedSchemaIsTheSameErrorEachTime) {
-  GrammarCache cache(Tiny());
-  const auto bad = Schema(R"({"type": "string", "pattern": "^a+$"})");
-  for (int i = 0; i < 2; ++i) {
-    auto g = cache.Get(bad);
+TEST(GrammarCacheTest, AnUnsupportedSchemaIsRefusedEachTimeAndPushesNothingOut) {
+  GrammarCache cache(Tiny(), /*capacity=*/1);
+  auto good = cache.Get(Schema(kItem));
+  ASSERT_TRUE(good.ok()) << good.status();
+  for (int i = 0; i < 3; ++i) {
+    auto g = cache.Get(Schema(R"({"type": "string", "pattern": "^a+$"})"));
     ASSERT_FALSE(g.ok());
     EXPECT_EQ(g.status().code(), absl::StatusCode::kInvalidArgument);
     EXPECT_THAT(g.status().message(), HasSubstr("pattern"));
   }
-  EXPECT_EQ(cache.compiles(), 1u);
+  EXPECT_EQ(cache.compiles(), 4u);  // the bad one is compiled (and refused) each time
+  auto again = cache.Get(Schema(kItem));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->get(), good->get());
+  EXPECT_EQ(cache.compiles(), 4u);
 }
 
 TEST(GrammarCacheTest, ConcurrentCallersShareOneBuild) {
