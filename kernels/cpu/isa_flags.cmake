@@ -45,3 +45,10 @@ set_source_files_properties(
 )
 set_source_files_properties(${_baton_isa_dir}/quant_dot.cc PROPERTIES COMPILE_OPTIONS
                                                            -ffp-contract=off)
+# The tiled int8 product of prefill (vpdpbusd, vpdpwssd): AVX-512 VNNI, on the same terms.
+set_source_files_properties(
+  ${_baton_isa_dir}/quant_tile_avx512vnni.cc
+  PROPERTIES
+    COMPILE_OPTIONS
+    "${_baton_avx512};-mavx512vnni;-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-Wno-maybe-uninitialized;-Wno-uninitialized>"
+)

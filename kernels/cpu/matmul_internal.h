@@ -49,6 +49,10 @@ void DotRowsAvx2(DType dtype, const uint8_t* row, const Q8KBlock* const* x, int 
                  int64_t blocks, float* out);
 void DotRowsAvx512(DType dtype, const uint8_t* row, const Q8KBlock* const* x, int rows,
                    int64_t blocks, float* out);
+// y[0:m, j:j+16] of weights of a type with an int8 product times their activation blocks,
+// the 16 rows of W unpacked once for every row of x (quant_tile_avx512vnni.cc); the same
+// bits as DotRows* and DotRowsLegacy*. Needs AVX-512 (F/BW) and VNNI.
+void TileQ8KAvx512Vnni(const GemmArgs& a, int64_t j);
 // The same for the 32-value types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) and Q8Block32 rows.
 void DotRowsLegacyAvx2(DType dtype, const uint8_t* row, const Q8Block32* const* x, int rows,
                        int64_t blocks, float* out);

@@ -5,6 +5,7 @@
 #include <cstring>
 
 #include "common/check.h"
+#include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_dot_inl.h"
 
@@ -33,19 +34,18 @@ namespace {
 // The plain loops (quant_dot_inl.h) per block, then the block's f32 part in block order.
 float DotPlain(DType dtype, const uint8_t* row, const Q8KBlock* x, int64_t blocks) {
   const size_t bytes = static_cast<size_t>(LayoutOf(dtype).bytes);
-  float acc = 0;
+  KSums sums;
   for (int64_t i = 0; i < blocks; ++i) {
     int32_t sumi = 0, summins = 0;
     const uint8_t* b = row + i * bytes;
     BlockSumsPlain(dtype, b, x + i, 1, &sumi, &summins);
     if (dtype == DType::kQ6_K) {
-      acc += (x[i].d * HalfAt(b + 208)) * static_cast<float>(sumi);
+      AddBlockK(&sums, i, x[i].d, HalfAt(b + 208), 0.0f, sumi, 0);
     } else {
-      acc += (x[i].d * HalfAt(b)) * static_cast<float>(sumi);
-      acc -= (x[i].d * HalfAt(b + 2)) * static_cast<float>(summins);
+      AddBlockK(&sums, i, x[i].d, HalfAt(b), HalfAt(b + 2), sumi, summins);
     }
   }
-  return acc;
+  return FinishK(sums.d, sums.m);
 }
 
 void DotRows(DType dtype, const uint8_t* row, const Q8KBlock* const* x, int rows, int64_t blocks,
@@ -72,11 +72,24 @@ void DotRowsLegacy(DType dtype, const uint8_t* row, const Q8Block32* const* x, i
   }
 }
 
+// Whether y[:, j0:j1) goes through the tiled VNNI kernel: only where there are rows
+// enough to pay for unpacking W (prefill); it gives the same bits as the row-by-row one.
+bool UseTiles(const GemmArgs& a) {
+  constexpr int64_t kMinRows = 16;
+  const Isa isa = CurrentIsa();
+  return a.m >= kMinRows && (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) &&
+         GetCpuFeatures().avx512vnni;
+}
+
 }  // namespace
 
 void GemmQ8K(const GemmArgs& a, int64_t j0, int64_t j1) {
   const bool k_quant = a.xq != nullptr;
   const int64_t blocks = a.k / (k_quant ? kQ8KBlock : kQ8Block32);
+  if (UseTiles(a)) {
+    for (; j0 + 16 <= j1; j0 += 16) TileQ8KAvx512Vnni(a, j0);
+    if (j0 == j1) return;
+  }
   // Tiles of 16 rows of W by 4 rows of x: each decoded block of W meets 4 rows of x, and
   // the 16 rows of W (1-3 KiB each for k = 2048) stay in L1/L2 across the rows of x.
   constexpr int64_t kTile = 16;

@@ -1,10 +1,11 @@
 // K-quant weight rows times Q8K rows with AVX-512 (F/BW): quant_dot_avx2.cc's method on
 // 64 values per instruction. The low and high nibbles of 32 quant bytes (two groups of 32)
 // fill one register, vpmaddubsw and vpmaddwd take them with each group's scale in its
-// half, and per block the 16 lanes go to f32 and are added, times the block's scale,
-// into 16 f32 lanes, summed once per row. Up to 4 rows of x share each decoded block.
+// half, and per block the 16 lanes are summed to the block's integer total, which goes to
+// f32 in AddBlockK's order (quant_dot_inl.h). Up to 4 rows of x share each decoded block.
 #include <immintrin.h>
 
+#include <algorithm>
 #include <cstring>
 
 #include "kernels/cpu/matmul_internal.h"
@@ -32,18 +33,18 @@ __m512i FourWords(int first) {
   return _mm512_load_si512(idx);
 }
 
+// A block's 16 lanes of integer sums folded to 8 (the rest goes by Sums4x8).
+__m256i Fold(__m512i v) {
+  return _mm256_add_epi32(_mm512_castsi512_si256(v), _mm512_extracti64x4_epi64(v, 1));
+}
+
 template <int R, bool kFive>
 void RowsQ45K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, float* out) {
   const size_t bytes = kFive ? 176 : 144;
-  __m512 acc[R];
-  __m128 acc_min[R];
-  for (int r = 0; r < R; ++r) {
-    acc[r] = _mm512_setzero_ps();
-    acc_min[r] = _mm_setzero_ps();
-  }
-  for (int64_t b = 0; b < blocks; ++b) {
+  auto block = [&](int64_t b, float* d, float* dmin, __m256i* sums, __m128i* mins_sums) {
     const uint8_t* blk = row + b * bytes;
-    const float d = Half(blk), dmin = Half(blk + 2);
+    *d = Half(blk);
+    *dmin = Half(blk + 2);
     const __m256i scales_mins = ScalesAndMins(blk + 4);
     const __m128i mins = _mm256_extracti128_si256(scales_mins, 1);
     const __m512i table = _mm512_zextsi256_si512(scales_mins);
@@ -62,21 +63,19 @@ void RowsQ45K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, floa
       }
     }
     for (int r = 0; r < R; ++r) {
-      const Q8KBlock& qx = x[r][b];
-      acc_min[r] = AddMins(acc_min[r], mins, qx, dmin);
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(qx.d * d), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+      sums[r] = Fold(sumi[r]);
+      mins_sums[r] = MinsLanes(mins, x[r][b]);
     }
-  }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]) + Sum4(acc_min[r]);
+  };
+  RowsByFour<R>(x, blocks, block, out);
 }
 
 template <int R>
 void RowsQ6K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, float* out) {
-  __m512 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
-  for (int64_t b = 0; b < blocks; ++b) {
+  auto block = [&](int64_t b, float* d, float* dmin, __m256i* sums, __m128i* mins_sums) {
     const uint8_t* blk = row + b * 210;
-    const float d = Half(blk + 208);
+    *d = Half(blk + 208);
+    *dmin = 0;
     const __m256i sc16 =
         _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i*>(blk + 192)));
     const __m512i table = _mm512_zextsi256_si512(sc16);
@@ -85,7 +84,6 @@ void RowsQ6K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, float
       // -32 * sum over groups of scale * (sum of the group's 16 activations).
       const __m256i offset = _mm256_slli_epi32(_mm256_madd_epi16(sc16, Load(x[r][b].bsums)), 5);
       sumi[r] = _mm512_zextsi256_si512(_mm256_sub_epi32(_mm256_setzero_si256(), offset));
-      sumi[r] = _mm512_inserti64x4(sumi[r], _mm256_setzero_si256(), 1);
     }
     for (int half = 0; half < 2; ++half) {
       __m256i q[4];
@@ -103,10 +101,11 @@ void RowsQ6K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, float
       }
     }
     for (int r = 0; r < R; ++r) {
-      acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(x[r][b].d * d), _mm512_cvtepi32_ps(sumi[r]), acc[r]);
+      sums[r] = Fold(sumi[r]);
+      mins_sums[r] = _mm_setzero_si128();
     }
-  }
-  for (int r = 0; r < R; ++r) out[r] = _mm512_reduce_add_ps(acc[r]);
+  };
+  RowsByFour<R>(x, blocks, block, out);
 }
 
 template <int R, DType kType>

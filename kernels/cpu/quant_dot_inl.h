@@ -6,9 +6,10 @@
 //   Q4_K, Q5_K: sumi = sum over the 8 groups of 32 of scale * sum(q * x8), q unsigned;
 //               summins = sum over the 8 groups of min * (the group's x8 sum)
 //   Q6_K:       sumi = sum over the 16 groups of 16 of scale * sum((q - 32) * x8); summins 0
-// and the block adds d_x * d * sumi - d_x * dmin * summins (quant_dot.cc, CombineBlocks).
+// and the block adds d_x * d * sumi - d_x * dmin * summins (AddBlockK's order).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/quant_blocks_inl.h"
@@ -76,6 +77,30 @@ inline void SumsQ6K(const uint8_t* b, const Q8KBlock& x, int32_t* sumi, int32_t*
   *summins = 0;
 }
 
+// The f32 part of the K-quants' products, in the one order every kernel keeps: block b
+// adds its exact integer sums to lane b % 4 of two sets of running sums, d_x * d times sumi
+// to one and d_x * dmin times summins to the other (a fused multiply-add each), and the
+// row's value is ((d0 + d2) + (d1 + d3)) - ((m0 + m2) + (m1 + m3)). So a y[i, j] has the
+// same bits whichever kernel made it (the row-by-row kernels of decode, four blocks per
+// vector; the tiled one of prefill, a column per lane) on every ISA, and the int8 products
+// stay batch invariant. Four lanes, so decode's row is not one chain of dependent
+// multiply-adds. Q6_K has no mins (summins 0).
+struct KSums {
+  float d[4] = {};
+  float m[4] = {};
+};
+
+inline void AddBlockK(KSums* s, int64_t b, float dx, float d, float dmin, int32_t sumi,
+                      int32_t summins) {
+  const int64_t l = b % 4;
+  s->d[l] = std::fma(dx * d, static_cast<float>(sumi), s->d[l]);
+  s->m[l] = std::fma(dx * dmin, static_cast<float>(summins), s->m[l]);
+}
+
+inline float FinishK(const float d[4], const float m[4]) {
+  return ((d[0] + d[2]) + (d[1] + d[3])) - ((m[0] + m[2]) + (m[1] + m[3]));
+}
+
 inline void BlockSumsPlain(DType dtype, const uint8_t* row, const Q8KBlock* x, int64_t blocks,
                            int32_t* sumi, int32_t* summins) {
   const size_t bytes = static_cast<size_t>(LayoutOf(dtype).bytes);
@@ -118,21 +143,32 @@ inline int LegacyQuant(DType dtype, const uint8_t* b, int j) {
   }
 }
 
-// The plain product of one 32-value-type row with Q8Block32 rows: per block d_w * d_x *
-// sum((q - offset) * x8), plus m_w * s_x for the types with a minimum, in block order.
+// The 32-value types' f32 part, in the one order every kernel keeps (as AddBlockK for the
+// K-quants): block i goes to running sum i % 8, a fused multiply-add of d_w * d_x times
+// the block's integer sum, then, for the types with a minimum, one of m_w times s_x; the
+// eight sums are added at the end as ((0 + 4) + (2 + 6)) + ((1 + 5) + (3 + 7)). Eight, so
+// the row-by-row kernels keep eight blocks' sums in one AVX2 register (a block is only 32
+// products: one running sum would be a chain of dependent multiply-adds).
+inline float FinishLanes8(const float l[8]) {
+  return ((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]));
+}
+
+// The plain product of one 32-value-type row with Q8Block32 rows: per block the integer
+// sum((q - offset) * x8), in FinishLanes8's order.
 inline float DotLegacyPlain(DType dtype, const uint8_t* row, const Q8Block32* x, int64_t blocks) {
   const int bytes = LayoutOf(dtype).bytes;
   const int offset = dtype == DType::kQ4_0 ? 8 : dtype == DType::kQ5_0 ? 16 : 0;
   const bool has_min = dtype == DType::kQ4_1 || dtype == DType::kQ5_1;
-  float acc = 0;
+  float lanes[8] = {};
   for (int64_t i = 0; i < blocks; ++i) {
     const uint8_t* b = row + i * bytes;
     int32_t sumi = 0;
     for (int j = 0; j < 32; ++j) sumi += (LegacyQuant(dtype, b, j) - offset) * x[i].qs[j];
-    acc += (HalfAt(b) * x[i].d) * static_cast<float>(sumi);
-    if (has_min) acc += HalfAt(b + 2) * x[i].s;
+    float& l = lanes[i % 8];
+    l = std::fma(HalfAt(b) * x[i].d, static_cast<float>(sumi), l);
+    if (has_min) l = std::fma(HalfAt(b + 2), x[i].s, l);
   }
-  return acc;
+  return FinishLanes8(lanes);
 }
 
 }  // namespace

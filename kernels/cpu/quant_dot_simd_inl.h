@@ -5,12 +5,15 @@
 
 #include <immintrin.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <type_traits>
 
 #include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_dot.h"
+#include "kernels/cpu/quant_dot_inl.h"
 
 namespace baton::cpu::internal {
 namespace {  // NOLINT(google-build-namespaces): one copy per including file is the point.
@@ -22,12 +25,6 @@ inline float Half(const uint8_t* p) {
 }
 
 inline __m256i Load(const void* p) { return _mm256_loadu_si256(static_cast<const __m256i*>(p)); }
-
-inline float Sum4(__m128 s) {
-  s = _mm_add_ps(s, _mm_movehl_ps(s, s));
-  s = _mm_add_ss(s, _mm_movehdup_ps(s));
-  return _mm_cvtss_f32(s);
-}
 
 // Bit `from` of every byte of v at bit 4 (other bits garbage; the caller masks).
 inline __m256i BitTo4(__m256i v, int from) {
@@ -73,14 +70,88 @@ inline void PairQuants(const uint8_t* qs, __m256i high, int p, __m256i* lo, __m2
   }
 }
 
-// The mins' part of a Q4_K/Q5_K block against one Q8K block, into 4 f32 lanes:
-// -d_x * dmin * sum over groups of min * (the group's sum of 32, from the sums of 16).
-inline __m128 AddMins(__m128 acc, __m128i mins, const Q8KBlock& x, float dmin) {
+// Four blocks' integer sums, each spread over the lanes of v[t], as one vector of four in
+// block order (exact: integer adds).
+inline __m128i Sums4x8(const __m256i v[4]) {
+  const __m256i h = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  return _mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256(h, 1));
+}
+
+inline __m128i Sums4x4(const __m128i v[4]) {
+  return _mm_hadd_epi32(_mm_hadd_epi32(v[0], v[1]), _mm_hadd_epi32(v[2], v[3]));
+}
+
+// The mins' part of a Q4_K/Q5_K block against one Q8K block in 4 lanes, whose sum is the
+// sum over groups of min * (the group's sum of 32, from the sums of 16).
+inline __m128i MinsLanes(__m128i mins, const Q8KBlock& x) {
   const __m256i bsums = Load(x.bsums);
   const __m128i group =
       _mm_hadd_epi16(_mm256_castsi256_si128(bsums), _mm256_extracti128_si256(bsums, 1));
-  const __m128i prod = _mm_madd_epi16(mins, group);
-  return _mm_fmadd_ps(_mm_set1_ps(-x.d * dmin), _mm_cvtepi32_ps(prod), acc);
+  return _mm_madd_epi16(mins, group);
+}
+
+// The blocks of a row go four at a time (AddBlockK's lanes): each block's integer sums
+// left in lanes, the four blocks' sums reduced together (Sums4x*), and one multiply-add
+// per set of running sums for the four.
+constexpr int kBatch = 4;
+
+// Running sums of one row (AddBlockK's d and m lanes, in two registers).
+struct KAcc {
+  __m128 d = _mm_setzero_ps();
+  __m128 m = _mm_setzero_ps();
+};
+
+// Blocks b0 + t (t < 4, b0 a multiple of 4) of one row, block t in lane t: the activation
+// scale dx, the weight's d and dmin (zero past the row's last block), the integer sums.
+inline void AddBlocksK(KAcc* acc, __m128 dx, __m128 d, __m128 dmin, __m128i sumi, __m128i summins) {
+  acc->d = _mm_fmadd_ps(_mm_mul_ps(dx, d), _mm_cvtepi32_ps(sumi), acc->d);
+  acc->m = _mm_fmadd_ps(_mm_mul_ps(dx, dmin), _mm_cvtepi32_ps(summins), acc->m);
+}
+
+// Four scalars as a vector, element by element (a 16-byte load of four 4-byte stores
+// would stall on store forwarding).
+inline __m128 Four(const float* v) { return _mm_setr_ps(v[0], v[1], v[2], v[3]); }
+
+inline float FinishK(const KAcc& acc) {
+  alignas(16) float d[4], m[4];
+  _mm_store_ps(d, acc.d);
+  _mm_store_ps(m, acc.m);
+  return FinishK(d, m);
+}
+
+// One weight row of a K-quant times R Q8K rows, four blocks at a time (AddBlockK's lanes).
+// block(b, &d, &dmin, sums, mins) decodes block b: its d and dmin (Q6_K: 0) and, for each
+// row r, the block's integer products in the 8 lanes of sums[r] and the mins' part in the
+// 4 lanes of mins[r] (zero for Q6_K). Each block's lanes are reduced with the other three
+// blocks' (Sums4x*), and the row's running sums take one multiply-add per set for the
+// four.
+template <int R, typename Block>
+inline void RowsByFour(const Q8KBlock* const* x, int64_t blocks, Block&& block, float* out) {
+  KAcc acc[R];
+  for (int64_t b0 = 0; b0 < blocks; b0 += kBatch) {
+    const int n = static_cast<int>(std::min<int64_t>(kBatch, blocks - b0));
+    __m256i sums[kBatch][R];
+    __m128i mins[kBatch][R];
+    float d[kBatch] = {}, dmin[kBatch] = {}, dx[R][kBatch] = {};
+#pragma GCC unroll 4
+    for (int t = 0; t < kBatch; ++t) {
+      if (t >= n) {
+        for (int r = 0; r < R; ++r) {
+          sums[t][r] = _mm256_setzero_si256();
+          mins[t][r] = _mm_setzero_si128();
+        }
+        continue;
+      }
+      block(b0 + t, &d[t], &dmin[t], sums[t], mins[t]);
+      for (int r = 0; r < R; ++r) dx[r][t] = x[r][b0 + t].d;
+    }
+    for (int r = 0; r < R; ++r) {
+      const __m256i s[kBatch] = {sums[0][r], sums[1][r], sums[2][r], sums[3][r]};
+      const __m128i m[kBatch] = {mins[0][r], mins[1][r], mins[2][r], mins[3][r]};
+      AddBlocksK(&acc[r], Four(dx[r]), Four(d), Four(dmin), Sums4x8(s), Sums4x4(m));
+    }
+  }
+  for (int r = 0; r < R; ++r) out[r] = FinishK(acc[r]);
 }
 
 // The 128 quants of half h of a Q6_K block as unsigned bytes (q + 32, 0-63), 32 per part:
@@ -100,6 +171,38 @@ inline void Q6HalfQuants(const uint8_t* blk, int h, __m256i q[4]) {
     const __m256i bits = _mm256_and_si256(_mm256_srli_epi16(top, 2 * part), two);
     q[part] = _mm256_or_si256(q[part], _mm256_slli_epi16(bits, 4));
   }
+}
+
+// 32 bits as 32 bytes: byte j is 0xff where bit j is set.
+inline __m256i BitsToBytes(uint32_t bits) {
+  // Byte j of the broadcast word that holds bit j, then every other bit of it forced on:
+  // the byte is all ones exactly when bit j was.
+  const __m256i which =
+      _mm256_setr_epi64x(0, 0x0101010101010101, 0x0202020202020202, 0x0303030303030303);
+  const __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(bits)), which);
+  const __m256i others = _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe);
+  return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi8(-1));
+}
+
+// A 32-value weight block's quants as 32 bytes in element order: unsigned (Q4_x, Q5_x;
+// the offset of Q4_0/Q5_0 comes off through the activations' sum) or Q8_0's signed bytes.
+template <DType kType>
+inline __m256i LegacyBytes(const uint8_t* b) {
+  if constexpr (kType == DType::kQ8_0) return Load(b + 2);
+  constexpr int kQs = kType == DType::kQ4_0   ? 2
+                      : kType == DType::kQ4_1 ? 4
+                      : kType == DType::kQ5_0 ? 6
+                                              : 8;
+  const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
+  const __m128i nibble = _mm_set1_epi8(0x0f);
+  __m256i q = _mm256_setr_m128i(_mm_and_si128(packed, nibble),
+                                _mm_and_si128(_mm_srli_epi16(packed, 4), nibble));
+  if constexpr (kType == DType::kQ5_0 || kType == DType::kQ5_1) {
+    uint32_t qh;
+    std::memcpy(&qh, b + (kType == DType::kQ5_0 ? 2 : 4), 4);
+    q = _mm256_or_si256(q, _mm256_and_si256(BitsToBytes(qh), _mm256_set1_epi8(0x10)));
+  }
+  return q;
 }
 
 // f(std::integral_constant<int, R>{}) for R = rows (1-4), so a kernel templated on its

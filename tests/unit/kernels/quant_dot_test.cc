@@ -238,7 +238,9 @@ TEST(QuantDotTest, FloatToHalfMatchesF16c) {
 }
 
 // MatMul with int8_activations: each y[i, j] is the row's own dot, whatever m, the pool,
-// the ISA or the other rows; MatMulShared gives the same bits.
+// the ISA or the other rows; MatMulShared gives the same bits. m = 17 and 40 take the
+// tiled K-quant kernel where the CPU has AVX-512 VNNI (16 rows and up), with 1 and 0 rows
+// left over its groups of 4; n = 70 leaves 6 columns to the row-by-row kernel.
 TEST(QuantDotTest, MatMulIsTheRowDotBatchInvariant) {
   ThreadPool pool(3);
   const int64_t n = 70;
@@ -258,7 +260,7 @@ TEST(QuantDotTest, MatMulIsTheRowDotBatchInvariant) {
           expected[i * n + j] = Dot(dtype, w.data() + j * RowBytes(dtype, k), q, k) + bias[j];
         }
       }
-      for (int64_t m : {1, 3, 40}) {
+      for (int64_t m : {1, 3, 17, 40}) {
         for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
           std::vector<float> y(m * n, -1.0f);
           MatMul(x.data(), m, k, ref, bias.data(), y.data(), n, p);
@@ -271,6 +273,37 @@ TEST(QuantDotTest, MatMulIsTheRowDotBatchInvariant) {
                                           {ref, nullptr, y.data(), n}};
           MatMulShared(x.data(), m, k, targets, p);
           for (int64_t e = 0; e < m * n; ++e) ASSERT_EQ(Bits(y2[e]), Bits(expected[e]));
+        }
+      }
+    }
+  }
+}
+
+// The products add each block's exact integer sums in one f32 order (AddBlockK for the
+// K-quants, FinishLanes8's lanes for the 32-value types), so every ISA's kernels, row by
+// row or tiled, give the same bits as the plain loops. k = 1056 leaves an odd number of
+// 32-value blocks (33) and a last group of one in the lanes.
+TEST(QuantDotTest, ProductsHaveTheSameBitsOnEveryIsa) {
+  const int64_t n = 48, m = 21;
+  for (DType dtype : kTypes) {
+    const int64_t k = ActivationBlock(dtype) == kQ8KBlock ? 1024 : 1056;
+    const std::vector<uint8_t> w = RandomRows(dtype, n, k, 11);
+    MatrixRef ref{dtype, w.data(), n, k};
+    ref.int8_activations = true;
+    const std::vector<float> x = RandomFloats(m * k, 12);
+    std::vector<float> plain(m * n);
+    {
+      ScopedIsa scoped(Isa::kScalar);
+      MatMul(x.data(), m, k, ref, nullptr, plain.data(), n, nullptr);
+    }
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      for (int64_t rows : {int64_t{1}, m}) {
+        std::vector<float> y(rows * n, -1.0f);
+        MatMul(x.data(), rows, k, ref, nullptr, y.data(), n, nullptr);
+        for (int64_t e = 0; e < rows * n; ++e) {
+          ASSERT_EQ(Bits(y[e]), Bits(plain[e])) << DTypeName(dtype) << " rows=" << rows
+                                                << " e=" << e << " isa=" << internal::IsaName(isa);
         }
       }
     }
