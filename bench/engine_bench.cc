@@ -223,8 +223,8 @@ int main(int argc, char** argv) {
   CLI::App app{"CPU engine benchmark: decode vs memory bandwidth, prefill vs the GEMM probe"};
   std::vector<std::string> models;
   int threads = 0, prompt_tokens = 512, decode_tokens = 32, reps = 5;
-  bool quick = false, no_mmap = false, int8 = false;
-  std::string kv_dtype = "bf16";
+  bool quick = false, no_mmap = false;
+  std::string kv_dtype = "bf16", quant_activations = "int8";
   app.add_option("--model", models, "Model paths (.gguf or HF directory), repeatable")->required();
   app.add_option("--threads", threads, "Threads (0: one per core)");
   app.add_option("--prompt-tokens", prompt_tokens, "Prefill prompt length")
@@ -236,9 +236,11 @@ int main(int argc, char** argv) {
       ->check(CLI::PositiveNumber);
   app.add_flag("--no-mmap", no_mmap,
                "Copy the weights into anonymous huge-page memory instead of mapping the files");
-  app.add_flag("--int8-activations", int8,
-               "Q4_K/Q5_K/Q6_K weights meet activations rounded to 8-bit blocks (the "
-               "engine's --quant-activations int8)");
+  app.add_option("--quant-activations", quant_activations,
+                 "How quantized weights meet activations, as the engine's flag: int8 "
+                 "(llama.cpp's numerics) or f32 (exact)")
+      ->check(CLI::IsMember({"f32", "int8"}))
+      ->capture_default_str();
   app.add_flag("--quick", quick, "One repetition, 8 decode steps (a smoke run)");
   app.add_option("--kv-cache-dtype", kv_dtype, "KV cache element type, as the engine's flag")
       ->check(CLI::IsMember({"bf16", "f32"}))
@@ -253,14 +255,14 @@ int main(int argc, char** argv) {
   std::printf("engine_bench: %d threads, %s kernels, weights %s, %s KV cache, %s activations\n",
               pool.num_threads(), baton::cpu::ActiveIsa(),
               no_mmap ? "copied (--no-mmap)" : "memory-mapped", kv_dtype.c_str(),
-              int8 ? "int8 (K-quants)" : "f32");
+              quant_activations.c_str());
   baton::bench::ReadProbe read_probe(&pool, size_t{1} << 30);
   const baton::Probes probes{&pool, quick ? 1 : 3, &read_probe};
   std::vector<baton::Result> results;
   results.reserve(models.size());
   for (const std::string& path : models) {
     results.push_back(baton::BenchModel(path, &pool, probes, prompt_tokens, decode_tokens, reps,
-                                        !no_mmap, kv_dtype, int8));
+                                        !no_mmap, kv_dtype, quant_activations == "int8"));
   }
   using baton::Median;
   std::printf(

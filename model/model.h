@@ -54,8 +54,10 @@ struct OpenOptions {
   // false: copy the files into anonymous huge-page memory instead of mapping them
   // (llama.cpp's --no-mmap). Costs a copy's worth of RAM beside the page cache.
   bool use_mmap = true;
-  // Q4_K, Q5_K and Q6_K matrices multiply activations rounded to 8-bit blocks, as llama.cpp
-  // does (cpu::MatrixRef::int8_activations; `--quant-activations int8`); false: exact f32.
+  // Quantized matrices (all types but Q2_K and Q3_K) multiply activations rounded to 8-bit
+  // blocks, as llama.cpp does (cpu::MatrixRef::int8_activations; `--quant-activations
+  // int8`, the command lines' default); false: exact f32, the library's default, which the
+  // oracle tests against llama.cpp's dequantized values use.
   bool int8_activations = false;
 };
 

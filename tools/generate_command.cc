@@ -59,7 +59,7 @@ struct GenerateFlags {
   int64_t prefill_chunk = 512;
   bool quiet = false;
   bool no_mmap = false;
-  std::string quant_activations = "f32";
+  std::string quant_activations = "int8";
 };
 
 absl::StatusOr<std::vector<int32_t>> ParseIds(const std::string& text, const char* flag) {

@@ -119,10 +119,10 @@ void AddKvCacheDtypeFlag(CLI::App* cmd, std::string* dtype) {
 
 void AddQuantActivationsFlag(CLI::App* cmd, std::string* mode) {
   cmd->add_option("--quant-activations", *mode,
-                  "How Q4_K/Q5_K/Q6_K weights meet activations: f32 (the weights widened to "
-                  "f32, exact against the dequantized model) or int8 (activations rounded to "
-                  "8-bit blocks and multiplied as integers, llama.cpp's numerics; faster). "
-                  "Other weight types always take the f32 path")
+                  "How quantized weights meet activations: int8 (activations rounded to 8-bit "
+                  "blocks and multiplied as integers, llama.cpp's numerics; the fast path) or "
+                  "f32 (the weights widened to f32, exact against the dequantized model). "
+                  "Q2_K, Q3_K and unquantized weights always take the f32 path")
       ->envname("BATON_QUANT_ACTIVATIONS")
       ->check(CLI::IsMember({"f32", "int8"}))
       ->capture_default_str();

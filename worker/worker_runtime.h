@@ -50,7 +50,7 @@ struct WorkerFlags {
   int64_t max_model_len = 0;  // 0: the model's max_position_embeddings
   bool no_prefix_cache = false;
   bool no_mmap = false;
-  std::string quant_activations = "f32";  // --quant-activations: OpenOptions::int8_activations
+  std::string quant_activations = "int8";  // --quant-activations: OpenOptions::int8_activations
   double shutdown_grace_seconds = kDefaultShutdownGraceSeconds;  // `baton worker`, baton-*
   bool check_weights = false;  // --check-weights: refuse a model with a NaN or Inf weight
   // Disaggregation (docs/disaggregation.md): "colocated" (prefill and decode in one

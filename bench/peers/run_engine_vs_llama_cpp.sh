@@ -26,7 +26,7 @@ options:
   --models-dir DIR  where make_peer_models.sh wrote the files
                     (default build/bench-models/peers)
   --only REGEX      only the files whose name matches (e.g. '135m|stories')
-  --baton-args ARGS more engine_bench arguments, split on spaces (e.g. --int8-activations)
+  --baton-args ARGS more engine_bench arguments, split on spaces (e.g. "--quant-activations f32")
   --results DIR     raw outputs (default build/peers/results/<time>)
   --wait-idle S     before each call, wait up to S seconds for a second in which the other
                     processes keep the CPUs under 25% busy (default 0: do not wait); each

@@ -46,9 +46,9 @@ struct MatrixRef {
   const void* data = nullptr;
   int64_t rows = 0;
   int64_t cols = 0;
-  // For the K-quant types with an int8 product (quant_dot.h: Q4_K, Q5_K, Q6_K): round each
-  // row of x to 8-bit blocks and multiply integers, as llama.cpp does, instead of widening
-  // the weights to f32. Ignored for other types.
+  // For the types with an int8 product (quant_dot.h: Q4_K, Q5_K, Q6_K, Q8_0, Q4_0, Q5_0,
+  // Q4_1, Q5_1): round each row of x to 8-bit blocks and multiply integers, as llama.cpp
+  // does, instead of widening the weights to f32. Ignored for other types.
   bool int8_activations = false;
 };
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # `baton generate` and `baton serve` on llama.cpp's quantized files as a user runs them:
-# the greedy continuation of the Q4_K_M file (and of every other type) equals llama.cpp's
-# run with f32 activations on the same weights (../shared/testdata/quantized, f32 KV
-# cache as there), and serve answers with the text generate gives.
+# with --quant-activations f32 the greedy continuation of the Q4_K_M file (and of every
+# other type) equals llama.cpp's run with f32 activations on the same weights
+# (../shared/testdata/quantized, f32 KV cache as there), and serve answers with the text
+# generate gives, on the default int8 path and on the f32 one.
 # usage: quantized_cli_test.sh BATON_BINARY TESTDATA_DIR [SANITIZERS]
 # Exits 77 (ctest: skipped) when the shared testdata is absent.
 set -uo pipefail
@@ -30,7 +31,7 @@ for f in q4_k_m q4_0 q5_1 q8_0 q2_k q3_k_m q4_k_s q5_k_m q6_k; do
   want=$(expected $f)
   n=$(echo "$want" | wc -w)
   got=$("$baton" generate --model "$data/$f.gguf" --prompt "Once upon a time" --temperature 0 \
-        --max-tokens "$n" --kv-cache-dtype f32 --json | json_field "' '.join(map(str, d['generated_ids']))")
+        --max-tokens "$n" --kv-cache-dtype f32 --quant-activations f32 --json | json_field "' '.join(map(str, d['generated_ids']))")
   check "greedy ids of $f.gguf == llama.cpp (f32 activations)" "$want" "$got"
 done
 
@@ -61,23 +62,24 @@ check "serve on q4_k_m.gguf == generate" "$text" "$(serve_completion serve)"
 # The ready line names the file's types, as llama.cpp's loader lists them.
 contains "ready line lists the weight types" "(q4_K 25, q6_K 5)" "$(cat "$out/serve.err" "$out/serve.out")"
 
-# --quant-activations int8 (here from BATON_QUANT_ACTIVATIONS) reaches serve's worker: its
-# completion is generate's with the same flag, and the prompt's logits move off the f32
-# path's (llama.cpp's native numerics; engine_quant_oracle_test holds them to the oracle).
-text8=$(BATON_QUANT_ACTIVATIONS=int8 "$baton" generate --model "$data/q4_k_m.gguf" \
-        --prompt "Once upon a time" --temperature 0 --max-tokens 12 --json \
-        --logits-out "$out/int8.json" | json_field "repr(d['text'])")
+# --quant-activations f32 (here from BATON_QUANT_ACTIVATIONS) reaches serve's worker: its
+# completion is generate's with the same flag, and the prompt's logits differ from the
+# default int8 path's (llama.cpp's native numerics; engine_quant_oracle_test holds both to
+# their oracles).
+text32=$(BATON_QUANT_ACTIVATIONS=f32 "$baton" generate --model "$data/q4_k_m.gguf" \
+         --prompt "Once upon a time" --temperature 0 --max-tokens 12 --json \
+         --logits-out "$out/f32.json" | json_field "repr(d['text'])")
 "$baton" generate --model "$data/q4_k_m.gguf" --prompt "Once upon a time" --temperature 0 \
-  --max-tokens 1 --logits-out "$out/f32.json" >/dev/null
+  --max-tokens 1 --logits-out "$out/int8.json" >/dev/null
 moved=$(python3 - "$out/int8.json" "$out/f32.json" <<'PY'
 import json, sys
 a, b = (json.load(open(p))["logits"] for p in sys.argv[1:])
 print("yes" if max(abs(x - y) for ra, rb in zip(a, b) for x, y in zip(ra, rb)) > 1e-3 else "no")
 PY
 )
-check "int8 activations change the logits" yes "$moved"
-check "serve --quant-activations int8 == generate with it" "$text8" \
-  "$(serve_completion serve8 BATON_QUANT_ACTIVATIONS=int8)"
+check "f32 activations change the logits" yes "$moved"
+check "serve --quant-activations f32 == generate with it" "$text32" \
+  "$(serve_completion serve32 BATON_QUANT_ACTIVATIONS=f32)"
 
 # Resident memory of a quantized model is about its file size: the weights stay in their
 # blocks (a dequantized f32 copy of the 135M shape would add about 540 MB). The shape's
