@@ -31,7 +31,8 @@ uint16_t FloatToHalf(float f) {
 
 namespace {
 
-// The plain loops (quant_dot_inl.h) per block, then the block's f32 part in block order.
+// The plain loops (quant_dot_inl.h) per block, then the block's f32 part in AddBlockK's
+// order.
 float DotPlain(DType dtype, const uint8_t* row, const Q8KBlock* x, int64_t blocks) {
   const size_t bytes = static_cast<size_t>(LayoutOf(dtype).bytes);
   KSums sums;

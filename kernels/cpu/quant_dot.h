@@ -9,8 +9,9 @@
 // nearest even, and f16(d * sum(q)) for the types with a minimum. A weight block times an
 // activation block is then an exact integer sum of products (u8 x s8 pairs, 32 to 64 per
 // instruction) and a few f32 operations per block. Each row of x is rounded alone and each
-// product is one row's, so the results do not depend on m: batch invariant. Every ISA is
-// deterministic; they differ in the order of the f32 sums.
+// product is one row's, so the results do not depend on m: batch invariant. Every kernel
+// and ISA adds the blocks' integer sums in one f32 order (quant_dot_inl.h), so they all
+// give the same bits.
 #pragma once
 
 #include <cstdint>
