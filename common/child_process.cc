@@ -8,7 +8,6 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
 #include <optional>
 #include <sstream>
 
@@ -76,8 +75,7 @@ CpuUsage ChildProcess::Usage() const {
   CpuUsage u;
   if (!running_) return u;
   // Fields 14 and 15 of /proc/PID/stat, counted after the command name's ')'.
-  std::ifstream stat(StrCat("/proc/", process_->pid(), "/stat"));
-  std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string all = ReadProcFile(process_->pid(), "stat");
   const size_t close_paren = all.rfind(')');
   if (close_paren != std::string::npos) {
     std::istringstream fields(all.substr(close_paren + 2));

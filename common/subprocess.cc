@@ -193,4 +193,16 @@ int Subprocess::Wait() {
   return Reap(/*block=*/true).value_or(-1);
 }
 
+std::string ReadProcFile(pid_t pid, std::string_view name) {
+  const std::string path = StrCat("/proc/", pid, "/", name);
+  const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return "";
+  std::string all;
+  char buf[1024];
+  ssize_t n = 0;
+  while ((n = read(fd, buf, sizeof(buf))) > 0) all.append(buf, static_cast<size_t>(n));
+  close(fd);
+  return n < 0 ? "" : all;
+}
+
 }  // namespace baton

@@ -80,4 +80,9 @@ class Subprocess {
   bool at_end_ = false;
 };
 
+// /proc/<pid>/<name> (stat, cmdline), or "" once the process is gone. Read with read(2):
+// a process that exits between open and read fails the read with ESRCH, which std::filebuf
+// throws as an exception rather than ending the stream.
+std::string ReadProcFile(pid_t pid, std::string_view name);
+
 }  // namespace baton

@@ -6,7 +6,6 @@
 #include <signal.h>
 
 #include <chrono>
-#include <fstream>
 #include <regex>
 #include <string>
 #include <thread>
@@ -21,8 +20,7 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 std::string Cmdline(pid_t pid) {
-  std::ifstream f("/proc/" + std::to_string(pid) + "/cmdline");
-  std::string s((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string s = ReadProcFile(pid, "cmdline");
   for (char& c : s) {
     if (c == '\0') c = ' ';
   }

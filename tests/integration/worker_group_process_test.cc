@@ -42,8 +42,7 @@ const std::string kModel = std::string(BATON_SOURCE_DIR) + "/models/baton-tiny";
 // Running (or stopped), not gone and not a zombie; the ranks are the leader's children,
 // so this reads /proc rather than waiting for them.
 bool Alive(pid_t pid) {
-  std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-  std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+  const std::string all = ReadProcFile(pid, "stat");
   const size_t paren = all.rfind(')');
   return paren != std::string::npos && all.size() > paren + 2 && all[paren + 2] != 'Z' &&
          all[paren + 2] != 'X';

@@ -10,7 +10,6 @@
 
 #include <chrono>
 #include <cstdlib>
-#include <fstream>
 #include <functional>
 #include <memory>
 #include <regex>
@@ -188,8 +187,7 @@ inline std::vector<pid_t> ChildrenOf(pid_t parent) {
   while (dirent* e = readdir(d)) {
     const pid_t pid = static_cast<pid_t>(atoi(e->d_name));
     if (pid <= 0) continue;
-    std::ifstream stat("/proc/" + std::to_string(pid) + "/stat");
-    std::string all((std::istreambuf_iterator<char>(stat)), std::istreambuf_iterator<char>());
+    const std::string all = ReadProcFile(pid, "stat");
     const size_t paren = all.rfind(')');
     if (paren == std::string::npos) continue;
     std::istringstream fields(all.substr(paren + 2));

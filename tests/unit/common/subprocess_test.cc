@@ -1,9 +1,10 @@
 // Subprocess against real programs (sh, cat): lines both ways, the end of output, a read's
-// timeout, the exit status of an exit and of a signal, Stop's bound, the environment, and
-// a program that does not exist.
+// timeout, the exit status of an exit and of a signal, Stop's bound, the environment, a
+// program that does not exist, and /proc files of a process that is gone.
 #include "common/subprocess.h"
 
 #include <signal.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -71,6 +72,18 @@ TEST(SubprocessTest, AProgramThatDoesNotExistExitsWith127) {
   ASSERT_TRUE(p.ok()) << "exec fails in the child";
   EXPECT_EQ((*p)->Wait(), 127);
   EXPECT_FALSE(Subprocess::Start({}).ok());
+}
+
+// A running child's /proc files read whole; once it is reaped they read as "" (no throw).
+TEST(SubprocessTest, ProcFilesOfAGoneProcessReadEmpty) {
+  EXPECT_NE(ReadProcFile(getpid(), "cmdline").find(std::string("\0", 1)), std::string::npos);
+  auto p = Sh("echo ready; while :; do sleep 1; done");
+  ASSERT_EQ(p->ReadLine(absl::Seconds(10)), "ready");
+  EXPECT_EQ(ReadProcFile(p->pid(), "stat").rfind(std::to_string(p->pid()) + " (sh) ", 0), 0u);
+  p->Signal(SIGKILL);
+  EXPECT_EQ(p->Wait(), 128 + SIGKILL);
+  EXPECT_EQ(ReadProcFile(p->pid(), "stat"), "");
+  EXPECT_EQ(ReadProcFile(p->pid(), "no-such-file"), "");
 }
 
 }  // namespace
