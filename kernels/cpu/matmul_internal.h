@@ -56,6 +56,9 @@ void TileQ8KAvx512Vnni(const GemmArgs& a, int64_t j);
 // The same for the 32-value types (Q8_0, Q4_0, Q5_0, Q4_1, Q5_1) and Q8Block32 rows.
 void DotRowsLegacyAvx2(DType dtype, const uint8_t* row, const Q8Block32* const* x, int rows,
                        int64_t blocks, float* out);
+// The AVX2 kernel compiled for AVX-512 (BW/VL): byte masks from k registers, 32 registers.
+void DotRowsLegacyAvx512(DType dtype, const uint8_t* row, const Q8Block32* const* x, int rows,
+                         int64_t blocks, float* out);
 
 // n values (whole blocks) of a block-quantized row to f32, exactly as DequantizeBlocks,
 // compiled for each ISA (quant_dequant_<isa>.cc).

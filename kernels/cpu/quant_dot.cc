@@ -65,11 +65,15 @@ void DotRows(DType dtype, const uint8_t* row, const Q8KBlock* const* x, int rows
 
 void DotRowsLegacy(DType dtype, const uint8_t* row, const Q8Block32* const* x, int rows,
                    int64_t blocks, float* out) {
-  if (CurrentIsa() == Isa::kScalar) {
-    for (int r = 0; r < rows; ++r) out[r] = DotLegacyPlain(dtype, row, x[r], blocks);
-  } else {
-    // 32 values per block: the AVX2 kernel on AVX-512 machines too.
-    DotRowsLegacyAvx2(dtype, row, x, rows, blocks, out);
+  switch (CurrentIsa()) {
+    case Isa::kScalar:
+      for (int r = 0; r < rows; ++r) out[r] = DotLegacyPlain(dtype, row, x[r], blocks);
+      return;
+    case Isa::kAvx2:
+      return DotRowsLegacyAvx2(dtype, row, x, rows, blocks, out);
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16:
+      return DotRowsLegacyAvx512(dtype, row, x, rows, blocks, out);
   }
 }
 

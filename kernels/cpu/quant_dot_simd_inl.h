@@ -200,9 +200,230 @@ inline __m256i LegacyBytes(const uint8_t* b) {
   if constexpr (kType == DType::kQ5_0 || kType == DType::kQ5_1) {
     uint32_t qh;
     std::memcpy(&qh, b + (kType == DType::kQ5_0 ? 2 : 4), 4);
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+    // The bits as a byte mask: 16 added where they are set.
+    q = _mm256_mask_add_epi8(q, _cvtu32_mask32(qh), q, _mm256_set1_epi8(0x10));
+#else
     q = _mm256_or_si256(q, _mm256_and_si256(BitsToBytes(qh), _mm256_set1_epi8(0x10)));
+#endif
   }
   return q;
+}
+
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+// Two 32-value weight blocks' quants as LegacyBytes: block b0 in bytes 0-31, b1 in 32-63.
+template <DType kType>
+inline __m512i LegacyPair(const uint8_t* b0, const uint8_t* b1) {
+  if constexpr (kType == DType::kQ8_0) {
+    return _mm512_inserti64x4(_mm512_castsi256_si512(Load(b0 + 2)), Load(b1 + 2), 1);
+  }
+  constexpr int kQs = kType == DType::kQ4_0   ? 2
+                      : kType == DType::kQ4_1 ? 4
+                      : kType == DType::kQ5_0 ? 6
+                                              : 8;
+  const __m256i packed =
+      _mm256_setr_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + kQs)),
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + kQs)));
+  // 128-bit lanes [b0, b0, b1, b1], then the low nibbles of lanes 0 and 2 and the high ones
+  // of lanes 1 and 3.
+  const __m512i wide = _mm512_castsi256_si512(packed);
+  const __m512i both = _mm512_shuffle_i64x2(wide, wide, 0x50);
+  const __m512i shift = _mm512_setr_epi64(0, 0, 0x0004000400040004, 0x0004000400040004, 0, 0,
+                                          0x0004000400040004, 0x0004000400040004);
+  __m512i q = _mm512_and_si512(_mm512_srlv_epi16(both, shift), _mm512_set1_epi8(0x0f));
+  if constexpr (kType == DType::kQ5_0 || kType == DType::kQ5_1) {
+    constexpr int kQh = kType == DType::kQ5_0 ? 2 : 4;
+    uint32_t h0, h1;
+    std::memcpy(&h0, b0 + kQh, 4);
+    std::memcpy(&h1, b1 + kQh, 4);
+    const uint64_t bits = h0 | (static_cast<uint64_t>(h1) << 32);
+    q = _mm512_mask_add_epi8(q, _cvtu64_mask64(bits), q, _mm512_set1_epi8(0x10));
+  }
+  return q;
+}
+
+// Four registers of two blocks' 8 int32 lanes each (block 2p in lanes 0-7 of v[p], block
+// 2p + 1 in lanes 8-15) to the 8 blocks' sums in order (exact).
+[[gnu::always_inline]] inline __m256i Sums8x2x8(const __m512i v[4]) {
+  // 128-bit lane i of lo4: block i's lanes 0-3 plus its lanes 4-7; of hi4: block 4 + i's.
+  const __m512i lo4 = _mm512_add_epi32(_mm512_shuffle_i64x2(v[0], v[1], 0x88),
+                                       _mm512_shuffle_i64x2(v[0], v[1], 0xdd));
+  const __m512i hi4 = _mm512_add_epi32(_mm512_shuffle_i64x2(v[2], v[3], 0x88),
+                                       _mm512_shuffle_i64x2(v[2], v[3], 0xdd));
+  // Per 128-bit lane i: [a0 + a2, b0 + b2, a1 + a3, b1 + b3] (a: block i, b: block 4 + i),
+  // then the two a's and the two b's added: block i in element 0, block 4 + i in 1.
+  const __m512i p =
+      _mm512_add_epi32(_mm512_unpacklo_epi32(lo4, hi4), _mm512_unpackhi_epi32(lo4, hi4));
+  const __m512i s = _mm512_add_epi32(p, _mm512_shuffle_epi32(p, _MM_PERM_BADC));
+  const __m512i order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, s));
+}
+#endif
+
+// Lanes t < n all ones, the rest zero (16 or 32 bits each).
+[[gnu::always_inline]] inline __m128i First16(int n) {
+  return _mm_cmpgt_epi16(_mm_set1_epi16(static_cast<int16_t>(n)),
+                         _mm_setr_epi16(0, 1, 2, 3, 4, 5, 6, 7));
+}
+
+[[gnu::always_inline]] inline __m256 First32(int n) {
+  return _mm256_castsi256_ps(
+      _mm256_cmpgt_epi32(_mm256_set1_epi32(n), _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7)));
+}
+
+// The f16 at byte `at` of blocks 0..n-1 (kBytes apart), zeros past them, as f32 lanes.
+// Element by element from the blocks (lanes past n read block 0, then masked): a gather is
+// slow on AMD, and scalars stored to the stack and read back as one vector would stall on
+// store forwarding.
+template <int kBytes>
+[[gnu::always_inline]] inline __m256 BlockHalves(const uint8_t* first, int at, int n) {
+  auto half = [&](int t) {
+    int16_t v;
+    std::memcpy(&v, first + (t < n ? t : 0) * kBytes + at, 2);
+    return v;
+  };
+  __m128i v =
+      _mm_setr_epi16(half(0), half(1), half(2), half(3), half(4), half(5), half(6), half(7));
+  if (n < 8) v = _mm_and_si128(v, First16(n));
+  return _mm256_cvtph_ps(v);
+}
+
+// x[0..n-1].d (or .s), zeros past them; as BlockHalves.
+template <bool kS>
+[[gnu::always_inline]] inline __m256 EightScales(const Q8Block32* x, int n) {
+  auto at = [&](int t) { return kS ? x[t < n ? t : 0].s : x[t < n ? t : 0].d; };
+  const __m256 v = _mm256_setr_ps(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7));
+  return n < 8 ? _mm256_and_ps(v, First32(n)) : v;
+}
+
+// x[0..n-1].sum, zeros past them; as EightScales.
+[[gnu::always_inline]] inline __m256i EightSums(const Q8Block32* x, int n) {
+  auto at = [&](int t) { return x[t < n ? t : 0].sum; };
+  const __m256i v = _mm256_setr_epi32(at(0), at(1), at(2), at(3), at(4), at(5), at(6), at(7));
+  return n < 8 ? _mm256_and_si256(v, _mm256_castps_si256(First32(n))) : v;
+}
+
+// 8 vectors of 8 int32 lanes to one vector of their 8 sums, in order (exact).
+[[gnu::always_inline]] inline __m256i Sums8x8(const __m256i v[8]) {
+  // Per 128-bit half: the sums of lanes 0-3 (low half) or 4-7 (high half) of v[0..3].
+  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
+  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+  return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
+                          _mm256_permute2x128_si256(a, b, 0x31));
+}
+
+// Blocks i0..i0+n-1 (n <= 8) of `row` times the same blocks of each x[r]: each block's
+// integer sum of quant times activation (before any offset), block t in lane t of sumi[r].
+// Files compiled for AVX-512 (BW/VL) put two blocks in a register; integer sums are exact,
+// so both give the same totals.
+template <DType kType, int R>
+[[gnu::always_inline]] inline void LegacySums8(const uint8_t* row, const Q8Block32* const* x,
+                                               int64_t i0, int n, __m256i sumi[R]) {
+  constexpr int kBytes = LayoutOf(kType).bytes;
+#if defined(__AVX512BW__) && defined(__AVX512VL__)
+  // Two blocks per register: block 2p in bytes 0-31, block 2p + 1 in bytes 32-63.
+  const __m512i ones = _mm512_set1_epi16(1);
+  __m512i s[R][4];
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    const int t = 2 * p;
+    if (t >= n) {
+      for (int r = 0; r < R; ++r) s[r][p] = _mm512_setzero_si512();
+      continue;
+    }
+    const bool second = t + 1 < n;
+    const uint8_t* b = row + (i0 + t) * kBytes;
+    const __m512i q = LegacyPair<kType>(b, second ? b + kBytes : b);
+    // vpmaddubsw takes unsigned x signed: Q8_0's signed weights go in as |w| with the
+    // activations negated where w < 0.
+    const __m512i uq = kType == DType::kQ8_0 ? _mm512_abs_epi8(q) : q;
+    for (int r = 0; r < R; ++r) {
+      const __m256i y1 = second ? Load(x[r][i0 + t + 1].qs) : _mm256_setzero_si256();
+      __m512i y = _mm512_inserti64x4(_mm512_castsi256_si512(Load(x[r][i0 + t].qs)), y1, 1);
+      if constexpr (kType == DType::kQ8_0) {
+        y = _mm512_mask_sub_epi8(y, _mm512_movepi8_mask(q), _mm512_setzero_si512(), y);
+      }
+      s[r][p] = _mm512_madd_epi16(_mm512_maddubs_epi16(uq, y), ones);
+    }
+  }
+  for (int r = 0; r < R; ++r) sumi[r] = Sums8x2x8(s[r]);
+#else
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256i s[R][8];
+#pragma GCC unroll 8
+  for (int t = 0; t < 8; ++t) {
+    if (t >= n) {
+      for (int r = 0; r < R; ++r) s[r][t] = _mm256_setzero_si256();
+      continue;
+    }
+    const uint8_t* b = row + (i0 + t) * kBytes;
+    const __m256i q = LegacyBytes<kType>(b);
+    // vpmaddubsw takes unsigned x signed: Q8_0's signed weights go in as |w| with their
+    // signs moved onto the activations.
+    const __m256i uq = kType == DType::kQ8_0 ? _mm256_sign_epi8(q, q) : q;
+    for (int r = 0; r < R; ++r) {
+      __m256i y = Load(x[r][i0 + t].qs);
+      if constexpr (kType == DType::kQ8_0) y = _mm256_sign_epi8(y, q);
+      s[r][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(uq, y), ones);
+    }
+  }
+  for (int r = 0; r < R; ++r) sumi[r] = Sums8x8(s[r]);
+#endif
+}
+
+// Eight blocks at a time: each block's integer sum in a lane (LegacySums8), and one
+// multiply-add per row for the eight (FinishLanes8's order).
+template <DType kType, int R>
+void RowsLegacy(const uint8_t* row, const Q8Block32* const* x, int64_t blocks, float* out) {
+  constexpr int kBytes = LayoutOf(kType).bytes;
+  constexpr int kOffset = kType == DType::kQ4_0 ? 8 : kType == DType::kQ5_0 ? 16 : 0;
+  constexpr int kOffsetShift = kOffset == 8 ? 3 : 4;
+  constexpr bool kMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
+  __m256 acc[R];
+  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  for (int64_t i0 = 0; i0 < blocks; i0 += 8) {
+    const int n = static_cast<int>(std::min<int64_t>(8, blocks - i0));
+    __m256i block_sums[R];
+    LegacySums8<kType, R>(row, x, i0, n, block_sums);
+    const __m256 dw = BlockHalves<kBytes>(row + i0 * kBytes, 0, n);
+    for (int r = 0; r < R; ++r) {
+      __m256i sumi = block_sums[r];
+      if constexpr (kOffset != 0) {
+        // The unsigned quants' offset: kOffset times each block's activation sum.
+        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(EightSums(x[r] + i0, n), kOffsetShift));
+      }
+      const __m256 sums = _mm256_cvtepi32_ps(sumi);
+      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, EightScales<false>(x[r] + i0, n)), sums, acc[r]);
+      if constexpr (kMin) {
+        acc[r] = _mm256_fmadd_ps(BlockHalves<kBytes>(row + i0 * kBytes, 2, n),
+                                 EightScales<true>(x[r] + i0, n), acc[r]);
+      }
+    }
+  }
+  for (int r = 0; r < R; ++r) {
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, acc[r]);
+    out[r] = FinishLanes8(lanes);
+  }
+}
+
+template <int R>
+void LegacyRows(DType dtype, const uint8_t* row, const Q8Block32* const* x, int64_t blocks,
+                float* out) {
+  switch (dtype) {
+    case DType::kQ8_0:
+      return RowsLegacy<DType::kQ8_0, R>(row, x, blocks, out);
+    case DType::kQ4_0:
+      return RowsLegacy<DType::kQ4_0, R>(row, x, blocks, out);
+    case DType::kQ4_1:
+      return RowsLegacy<DType::kQ4_1, R>(row, x, blocks, out);
+    case DType::kQ5_0:
+      return RowsLegacy<DType::kQ5_0, R>(row, x, blocks, out);
+    case DType::kQ5_1:
+      return RowsLegacy<DType::kQ5_1, R>(row, x, blocks, out);
+    default:
+      for (int r = 0; r < R; ++r) out[r] = 0;
+  }
 }
 
 // f(std::integral_constant<int, R>{}) for R = rows (1-4), so a kernel templated on its
