@@ -12,7 +12,10 @@ usage: bench/peers/build_llama_cpp.sh SRC_DIR [OUT_DIR]
 
 Configures CMake Release with GGML_NATIVE=ON (tuned for this CPU) and LLAMA_CURL=OFF, builds
 only llama-bench, llama-quantize and llama-simple, and prints the commit it built.
-Environment: JOBS (parallel build jobs, default 2), CMAKE_GENERATOR (default: Ninja if found).
+Environment: JOBS (parallel build jobs, default 2), CMAKE_GENERATOR (default: Ninja if found),
+ISA (native, the default, or avx2: GGML_NATIVE=OFF with AVX, AVX2, FMA and F16C and no
+AVX-512, what llama.cpp runs on an AVX2-only EPYC; for the side by side with
+BATON_CPU_ISA=avx2 on a machine that has AVX-512).
 The binaries land in OUT_DIR/bin.
 USAGE
 }
@@ -30,14 +33,24 @@ jobs=${JOBS:-2}
 # llama.cpp stamps its build with `git rev-parse` run in the source directory. An exported
 # tree has no .git of its own, and git would otherwise walk up into an enclosing repository
 # (this one, when the tree sits under build/) and stamp that commit: stop it at SRC_DIR.
-export GIT_CEILING_DIRECTORIES=$(dirname "$src")
+GIT_CEILING_DIRECTORIES=$(dirname "$src")
+export GIT_CEILING_DIRECTORIES
+
+isa=${ISA:-native}
+case $isa in
+  native) isa_flags=(-DGGML_NATIVE=ON) ;;
+  avx2) isa_flags=(-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+                   -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF
+                   -DGGML_AVX512_VNNI=OFF -DGGML_AVX512_BF16=OFF) ;;
+  *) echo "build_llama_cpp: ISA=$isa: expected native or avx2" >&2; exit 2 ;;
+esac
 
 gen=()
 if [[ -z ${CMAKE_GENERATOR:-} ]] && command -v ninja >/dev/null; then gen=(-G Ninja); fi
 
 cmake -S "$src" -B "$out" "${gen[@]}" \
   -DCMAKE_BUILD_TYPE=Release \
-  -DGGML_NATIVE=ON \
+  "${isa_flags[@]}" \
   -DLLAMA_CURL=OFF \
   -DLLAMA_BUILD_TESTS=OFF \
   -DLLAMA_BUILD_SERVER=OFF \
@@ -50,6 +63,7 @@ if [[ -f $src/.peer-commit ]]; then
 elif git -C "$src" rev-parse --git-dir >/dev/null 2>&1; then
   version="commit=$(git -C "$src" rev-parse HEAD) describe=$(git -C "$src" describe --tags 2>/dev/null || echo none)"
 fi
+version="$version isa=$isa"
 echo "$version" > "$out/PEER_VERSION"
 echo "llama.cpp built: $version"
 echo "binaries: $out/bin/{llama-bench,llama-quantize,llama-simple}"

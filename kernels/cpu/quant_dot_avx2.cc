@@ -25,6 +25,14 @@ __m256i WordBroadcast(int w) {
                           lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi, lo, hi);
 }
 
+// Word w broadcast in the low 128-bit half, word w + 1 in the high half.
+__m256i WordPairBroadcast(int w) {
+  const auto a = static_cast<char>(2 * w), b = static_cast<char>(2 * w + 1);
+  const auto c = static_cast<char>(2 * w + 2), d = static_cast<char>(2 * w + 3);
+  return _mm256_setr_epi8(a, b, a, b, a, b, a, b, a, b, a, b, a, b, a, b, c, d, c, d, c, d, c, d, c,
+                          d, c, d, c, d, c, d);
+}
+
 template <int R, bool kFive>
 void RowsQ45K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, float* out) {
   const size_t bytes = kFive ? 176 : 144;
@@ -39,6 +47,7 @@ void RowsQ45K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, floa
     const uint8_t* qs = blk + (kFive ? 48 : 16);
     const __m256i high = kFive ? Load(blk + 16) : _mm256_setzero_si256();
     for (int r = 0; r < R; ++r) sums[r] = _mm256_setzero_si256();
+#pragma GCC unroll 4
     for (int p = 0; p < 4; ++p) {
       __m256i lo, hi;
       PairQuants<kFive>(qs, high, p, &lo, &hi);
@@ -72,19 +81,21 @@ void RowsQ6K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, float
       sums[r] = _mm256_sub_epi32(_mm256_setzero_si256(), sums[r]);
       mins_sums[r] = _mm_setzero_si128();
     }
+#pragma GCC unroll 2
     for (int half = 0; half < 2; ++half) {
       __m256i q[4];
       Q6HalfQuants(blk, half, q);
+      // The half's 8 scales in both 128-bit lanes; part p takes groups 8 half + 2p (lanes
+      // 0-7: its elements l < 16) and 8 half + 2p + 1 (lanes 8-15).
+      const __m256i table = _mm256_permute2x128_si256(sc16, sc16, half == 0 ? 0x00 : 0x11);
       __m256i scale[4];
+#pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {
-        // Lanes 0-7 are elements l < 16 (group 8 half + 2 part), lanes 8-15 the next group.
-        const int g = 8 * half + 2 * part;
-        scale[part] = _mm256_setr_m128i(
-            _mm_set1_epi16(static_cast<int16_t>(static_cast<int8_t>(blk[192 + g]))),
-            _mm_set1_epi16(static_cast<int16_t>(static_cast<int8_t>(blk[193 + g]))));
+        scale[part] = _mm256_shuffle_epi8(table, WordPairBroadcast(2 * part));
       }
       for (int r = 0; r < R; ++r) {
         const int8_t* q8 = x[r][b].qs + 128 * half;
+#pragma GCC unroll 4
         for (int part = 0; part < 4; ++part) {
           const __m256i prod = _mm256_maddubs_epi16(q[part], Load(q8 + 32 * part));
           sums[r] = _mm256_add_epi32(sums[r], _mm256_madd_epi16(scale[part], prod));
