@@ -87,7 +87,8 @@ void RowsQ6K(const uint8_t* row, const Q8KBlock* const* x, int64_t blocks, float
       Q6HalfQuants(blk, half, q);
       // The half's 8 scales in both 128-bit lanes; part p takes groups 8 half + 2p (lanes
       // 0-7: its elements l < 16) and 8 half + 2p + 1 (lanes 8-15).
-      const __m256i table = _mm256_permute2x128_si256(sc16, sc16, half == 0 ? 0x00 : 0x11);
+      const __m256i table = half == 0 ? _mm256_permute2x128_si256(sc16, sc16, 0x00)
+                                      : _mm256_permute2x128_si256(sc16, sc16, 0x11);
       __m256i scale[4];
 #pragma GCC unroll 4
       for (int part = 0; part < 4; ++part) {
