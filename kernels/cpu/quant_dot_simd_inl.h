@@ -184,22 +184,26 @@ inline __m256i BitsToBytes(uint32_t bits) {
   return _mm256_cmpeq_epi8(_mm256_or_si256(bytes, others), _mm256_set1_epi8(-1));
 }
 
+// Where the packed nibbles (qs) and Q5's fifth bits (qh) start in a 32-value block: after
+// the f16 d, the f16 m of Q4_1/Q5_1, and qh.
+constexpr int LegacyQhAt(DType t) { return t == DType::kQ5_0 ? 2 : 4; }
+constexpr int LegacyQsAt(DType t) {
+  return t == DType::kQ4_0 ? 2 : t == DType::kQ4_1 ? 4 : t == DType::kQ5_0 ? 6 : 8;
+}
+
 // A 32-value weight block's quants as 32 bytes in element order: unsigned (Q4_x, Q5_x;
 // the offset of Q4_0/Q5_0 comes off through the activations' sum) or Q8_0's signed bytes.
 template <DType kType>
 inline __m256i LegacyBytes(const uint8_t* b) {
   if constexpr (kType == DType::kQ8_0) return Load(b + 2);
-  constexpr int kQs = kType == DType::kQ4_0   ? 2
-                      : kType == DType::kQ4_1 ? 4
-                      : kType == DType::kQ5_0 ? 6
-                                              : 8;
+  constexpr int kQs = LegacyQsAt(kType);
   const __m128i packed = _mm_loadu_si128(reinterpret_cast<const __m128i*>(b + kQs));
   const __m128i nibble = _mm_set1_epi8(0x0f);
   __m256i q = _mm256_setr_m128i(_mm_and_si128(packed, nibble),
                                 _mm_and_si128(_mm_srli_epi16(packed, 4), nibble));
   if constexpr (kType == DType::kQ5_0 || kType == DType::kQ5_1) {
     uint32_t qh;
-    std::memcpy(&qh, b + (kType == DType::kQ5_0 ? 2 : 4), 4);
+    std::memcpy(&qh, b + LegacyQhAt(kType), 4);
 #if defined(__AVX512BW__) && defined(__AVX512VL__)
     // The bits as a byte mask: 16 added where they are set.
     q = _mm256_mask_add_epi8(q, _cvtu32_mask32(qh), q, _mm256_set1_epi8(0x10));
@@ -217,10 +221,7 @@ inline __m512i LegacyPair(const uint8_t* b0, const uint8_t* b1) {
   if constexpr (kType == DType::kQ8_0) {
     return _mm512_inserti64x4(_mm512_castsi256_si512(Load(b0 + 2)), Load(b1 + 2), 1);
   }
-  constexpr int kQs = kType == DType::kQ4_0   ? 2
-                      : kType == DType::kQ4_1 ? 4
-                      : kType == DType::kQ5_0 ? 6
-                                              : 8;
+  constexpr int kQs = LegacyQsAt(kType);
   const __m256i packed =
       _mm256_setr_m128i(_mm_loadu_si128(reinterpret_cast<const __m128i*>(b0 + kQs)),
                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(b1 + kQs)));
@@ -232,10 +233,9 @@ inline __m512i LegacyPair(const uint8_t* b0, const uint8_t* b1) {
                                           0x0004000400040004, 0x0004000400040004);
   __m512i q = _mm512_and_si512(_mm512_srlv_epi16(both, shift), _mm512_set1_epi8(0x0f));
   if constexpr (kType == DType::kQ5_0 || kType == DType::kQ5_1) {
-    constexpr int kQh = kType == DType::kQ5_0 ? 2 : 4;
     uint32_t h0, h1;
-    std::memcpy(&h0, b0 + kQh, 4);
-    std::memcpy(&h1, b1 + kQh, 4);
+    std::memcpy(&h0, b0 + LegacyQhAt(kType), 4);
+    std::memcpy(&h1, b1 + LegacyQhAt(kType), 4);
     const uint64_t bits = h0 | (static_cast<uint64_t>(h1) << 32);
     q = _mm512_mask_add_epi8(q, _cvtu64_mask64(bits), q, _mm512_set1_epi8(0x10));
   }
