@@ -59,6 +59,9 @@ void DotRowsLegacyAvx2(DType dtype, const uint8_t* row, const Q8Block32* const* 
 // The AVX2 kernel compiled for AVX-512 (BW/VL): byte masks from k registers, 32 registers.
 void DotRowsLegacyAvx512(DType dtype, const uint8_t* row, const Q8Block32* const* x, int rows,
                          int64_t blocks, float* out);
+// y[0:m, j:j+16] as TileQ8KAvx512Vnni with AVX2 alone (quant_tile_avx2.cc), for the
+// types it has panels for; false (nothing written) for the others.
+bool TileQ8Avx2(const GemmArgs& a, int64_t j);
 
 // n values (whole blocks) of a block-quantized row to f32, exactly as DequantizeBlocks,
 // compiled for each ISA (quant_dequant_<isa>.cc).

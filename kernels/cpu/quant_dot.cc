@@ -77,13 +77,15 @@ void DotRowsLegacy(DType dtype, const uint8_t* row, const Q8Block32* const* x, i
   }
 }
 
-// Whether y[:, j0:j1) goes through the tiled VNNI kernel: only where there are rows
-// enough to pay for unpacking W (prefill); it gives the same bits as the row-by-row one.
-bool UseTiles(const GemmArgs& a) {
+// Which tiled kernel y[:, j0:j1) goes through: only where there are rows enough to pay for
+// unpacking W (prefill); each gives the same bits as the row-by-row ones.
+enum class Tiles { kNone, kAvx512Vnni, kAvx2 };
+Tiles TilesFor(const GemmArgs& a) {
   constexpr int64_t kMinRows = 16;
   const Isa isa = CurrentIsa();
-  return a.m >= kMinRows && (isa == Isa::kAvx512 || isa == Isa::kAvx512Bf16) &&
-         GetCpuFeatures().avx512vnni;
+  if (a.m < kMinRows || isa == Isa::kScalar) return Tiles::kNone;
+  if (isa != Isa::kAvx2 && GetCpuFeatures().avx512vnni) return Tiles::kAvx512Vnni;
+  return Tiles::kAvx2;
 }
 
 }  // namespace
@@ -91,10 +93,18 @@ bool UseTiles(const GemmArgs& a) {
 void GemmQ8K(const GemmArgs& a, int64_t j0, int64_t j1) {
   const bool k_quant = a.xq != nullptr;
   const int64_t blocks = a.k / (k_quant ? kQ8KBlock : kQ8Block32);
-  if (UseTiles(a)) {
-    for (; j0 + 16 <= j1; j0 += 16) TileQ8KAvx512Vnni(a, j0);
-    if (j0 == j1) return;
+  switch (TilesFor(a)) {
+    case Tiles::kAvx512Vnni:
+      for (; j0 + 16 <= j1; j0 += 16) TileQ8KAvx512Vnni(a, j0);
+      break;
+    case Tiles::kAvx2:
+      for (; j0 + 16 <= j1 && TileQ8Avx2(a, j0); j0 += 16) {
+      }
+      break;
+    case Tiles::kNone:
+      break;
   }
+  if (j0 == j1) return;
   // Tiles of 16 rows of W by 4 rows of x: each decoded block of W meets 4 rows of x, and
   // the 16 rows of W (1-3 KiB each for k = 2048) stay in L1/L2 across the rows of x.
   constexpr int64_t kTile = 16;

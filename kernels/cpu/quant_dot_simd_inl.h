@@ -173,6 +173,52 @@ inline void Q6HalfQuants(const uint8_t* blk, int h, __m256i q[4]) {
   }
 }
 
+// A K-quant block laid out for the tiled kernels: d and dmin (Q6_K: 0), the group scales
+// (Q4_K/Q5_K 8 of 6 bits, Q6_K 16 signed), the 8 mins (Q6_K none), and the 256 quants in
+// element order as unsigned bytes (Q6_K's q + 32, 0-63).
+struct KBlockParts {
+  float d = 0, dmin = 0;
+  int32_t scale[16] = {};
+  int32_t min[8] = {};
+  alignas(32) uint8_t q[256];
+};
+
+template <DType kType>
+inline void UnpackKBlock(const uint8_t* blk, KBlockParts* out) {
+  if constexpr (kType == DType::kQ6_K) {
+    out->d = Half(blk + 208);
+    out->dmin = 0;
+    for (int g = 0; g < 16; ++g) out->scale[g] = static_cast<int8_t>(blk[192 + g]);
+    for (int h = 0; h < 2; ++h) {
+      __m256i q[4];
+      Q6HalfQuants(blk, h, q);
+      for (int part = 0; part < 4; ++part) {
+        _mm256_store_si256(reinterpret_cast<__m256i*>(out->q + 128 * h + 32 * part), q[part]);
+      }
+    }
+  } else {
+    constexpr bool kFive = kType == DType::kQ5_K;
+    out->d = Half(blk);
+    out->dmin = Half(blk + 2);
+    uint32_t u[4];
+    UnpackScales(blk + 4, u);
+    uint8_t sm[16];
+    std::memcpy(sm, u, 16);  // scales in bytes 0-7, mins in 8-15
+    for (int g = 0; g < 8; ++g) {
+      out->scale[g] = sm[g];
+      out->min[g] = sm[8 + g];
+    }
+    const uint8_t* qs = blk + (kFive ? 48 : 16);
+    const __m256i high = kFive ? Load(blk + 16) : _mm256_setzero_si256();
+    for (int pair = 0; pair < 4; ++pair) {
+      __m256i lo, hi;
+      PairQuants<kFive>(qs, high, pair, &lo, &hi);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out->q + 64 * pair), lo);
+      _mm256_store_si256(reinterpret_cast<__m256i*>(out->q + 64 * pair + 32), hi);
+    }
+  }
+}
+
 // 32 bits as 32 bytes: byte j is 0xff where bit j is set.
 inline __m256i BitsToBytes(uint32_t bits) {
   // Byte j of the broadcast word that holds bit j, then every other bit of it forced on:
@@ -440,6 +486,15 @@ inline void WithRows(int rows, F&& f) {
     default:
       return f(std::integral_constant<int, 4>{});
   }
+}
+
+// f(std::integral_constant<int, R>{}, i) for the rows [i, i + R) of [0, m): groups of
+// kRows (at most 4), then what is left in one call.
+template <int kRows, typename F>
+inline void ForRowGroups(int64_t m, F&& f) {
+  int64_t i = 0;
+  for (; i + kRows <= m; i += kRows) f(std::integral_constant<int, kRows>{}, i);
+  if (i < m) WithRows(static_cast<int>(m - i), [&](auto r) { f(r, i); });
 }
 
 // One K-quant weight row times `rows` Q8K rows through Kernel<R, type>::Run, the file's

@@ -65,58 +65,26 @@ void Transpose16(__m512i r[16]) {
   }
 }
 
-// Column c's block into the panel's scalars, and its 256 quants in element order into
-// `bytes` (unsigned: Q6_K's are q + 32).
-template <DType kType>
-void UnpackColumn(const uint8_t* blk, int c, Panel* p, uint8_t* bytes) {
-  if constexpr (kType == DType::kQ6_K) {
-    p->d[c] = Half(blk + 208);
-    p->dmin[c] = 0;
-    for (int g = 0; g < 16; ++g)
-      p->scale[g][c] = static_cast<int32_t>(static_cast<int8_t>(blk[192 + g]));
-    for (int h = 0; h < 2; ++h) {
-      __m256i q[4];
-      Q6HalfQuants(blk, h, q);
-      for (int part = 0; part < 4; ++part) {
-        _mm256_storeu_si256(reinterpret_cast<__m256i*>(bytes + 128 * h + 32 * part), q[part]);
-      }
-    }
-  } else {
-    constexpr bool kFive = kType == DType::kQ5_K;
-    p->d[c] = Half(blk);
-    p->dmin[c] = Half(blk + 2);
-    uint32_t u[4];
-    UnpackScales(blk + 4, u);
-    uint8_t sm[16];
-    std::memcpy(sm, u, 16);  // scales in bytes 0-7, mins in 8-15
-    for (int g = 0; g < 8; ++g) p->scale[g][c] = sm[g];
-    for (int pair = 0; pair < 4; ++pair) {
-      p->mins[pair][c] = sm[8 + 2 * pair] | (sm[9 + 2 * pair] << 16);
-    }
-    const uint8_t* qs = blk + (kFive ? 48 : 16);
-    const __m256i high = kFive ? Load(blk + 16) : _mm256_setzero_si256();
-    for (int pair = 0; pair < 4; ++pair) {
-      __m256i lo, hi;
-      PairQuants<kFive>(qs, high, pair, &lo, &hi);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bytes + 64 * pair), lo);
-      _mm256_storeu_si256(reinterpret_cast<__m256i*>(bytes + 64 * pair + 32), hi);
-    }
-  }
-}
-
 // Rows j..j+15 of W, every block, into panels[0, blocks).
 template <DType kType>
 void Unpack(const GemmArgs& a, int64_t j, int64_t blocks, Panel* panels) {
   constexpr size_t kBytes = kType == DType::kQ4_K ? 144 : kType == DType::kQ5_K ? 176 : 210;
-  alignas(64) uint8_t bytes[kCols][256];
+  KBlockParts parts[kCols];
   for (int64_t b = 0; b < blocks; ++b) {
     Panel* p = panels + b;
     for (int c = 0; c < kCols; ++c) {
-      UnpackColumn<kType>(a.w + (j + c) * a.w_row_bytes + b * kBytes, c, p, bytes[c]);
+      KBlockParts& u = parts[c];
+      UnpackKBlock<kType>(a.w + (j + c) * a.w_row_bytes + b * kBytes, &u);
+      p->d[c] = u.d;
+      p->dmin[c] = u.dmin;
+      for (int g = 0; g < 16; ++g) p->scale[g][c] = u.scale[g];
+      for (int pair = 0; pair < 4; ++pair) {
+        p->mins[pair][c] = u.min[2 * pair] | (u.min[2 * pair + 1] << 16);
+      }
     }
     for (int s = 0; s < 4; ++s) {
       __m512i r[kCols];
-      for (int c = 0; c < kCols; ++c) r[c] = _mm512_load_si512(bytes[c] + 64 * s);
+      for (int c = 0; c < kCols; ++c) r[c] = _mm512_loadu_si512(parts[c].q + 64 * s);
       Transpose16(r);
       for (int t = 0; t < kCols; ++t) _mm512_store_si512(p->q[16 * s + t], r[t]);
     }
@@ -213,13 +181,9 @@ void Tile(const GemmArgs& a, int64_t j) {
   auto* panels = reinterpret_cast<Panel*>(
       ThreadScratch(static_cast<size_t>(blocks) * sizeof(Panel) / sizeof(float)));
   Unpack<kType>(a, j, blocks, panels);
-  constexpr int kRows = 4;
-  int64_t i = 0;
-  for (; i + kRows <= a.m; i += kRows) Rows<kRows, kType>(a, panels, blocks, i, j);
-  if (i < a.m) {
-    WithRows(static_cast<int>(a.m - i),
-             [&](auto r) { Rows<decltype(r)::value, kType>(a, panels, blocks, i, j); });
-  }
+  ForRowGroups<4>(a.m, [&](auto rows, int64_t i) {
+    Rows<decltype(rows)::value, kType>(a, panels, blocks, i, j);
+  });
 }
 
 // One 32-value block of 16 rows of W.
@@ -319,10 +283,9 @@ void Tile32(const GemmArgs& a, int64_t j) {
   auto* panels = reinterpret_cast<Panel32*>(
       ThreadScratch(static_cast<size_t>(padded) * sizeof(Panel32) / sizeof(float)));
   Unpack32<kType>(a, j, blocks, panels);
-  constexpr int kRows = 2;
-  int64_t i = 0;
-  for (; i + kRows <= a.m; i += kRows) Rows32<kRows, kType>(a, panels, blocks, i, j);
-  if (i < a.m) Rows32<1, kType>(a, panels, blocks, i, j);
+  ForRowGroups<2>(a.m, [&](auto rows, int64_t i) {
+    Rows32<decltype(rows)::value, kType>(a, panels, blocks, i, j);
+  });
 }
 
 }  // namespace

@@ -239,8 +239,8 @@ TEST(QuantDotTest, FloatToHalfMatchesF16c) {
 
 // MatMul with int8_activations: each y[i, j] is the row's own dot, whatever m, the pool,
 // the ISA or the other rows; MatMulShared gives the same bits. m = 17 and 40 take the
-// tiled K-quant kernel where the CPU has AVX-512 VNNI (16 rows and up), with 1 and 0 rows
-// left over its groups of 4; n = 70 leaves 6 columns to the row-by-row kernel.
+// tiled kernels (16 rows and up: AVX-512 VNNI's, or AVX2's), with rows left over their
+// groups of 2 or 4; n = 70 leaves 6 columns to the row-by-row kernel.
 TEST(QuantDotTest, MatMulIsTheRowDotBatchInvariant) {
   ThreadPool pool(3);
   const int64_t n = 70;
@@ -305,6 +305,46 @@ TEST(QuantDotTest, ProductsHaveTheSameBitsOnEveryIsa) {
           ASSERT_EQ(Bits(y[e]), Bits(plain[e])) << DTypeName(dtype) << " rows=" << rows
                                                 << " e=" << e << " isa=" << internal::IsaName(isa);
         }
+      }
+    }
+  }
+}
+
+// The tiled kernels add several vpmaddubsw pairs in 16 bits before widening them; at the
+// largest quants (every bit set; Q8_0's -128) against activations of magnitude 127 they
+// still give the plain loops' bits on every ISA.
+TEST(QuantDotTest, LargestQuantsStayExact) {
+  const int64_t n = 32, m = 20;
+  for (DType dtype : kTypes) {
+    const int64_t k = ActivationBlock(dtype) == kQ8KBlock ? 512 : 576;
+    std::vector<uint8_t> w = RandomRows(dtype, n, k, 13);
+    const BlockLayout layout = LayoutOf(dtype);
+    for (size_t at = 0; at < w.size(); at += layout.bytes) {
+      for (int b = 0; b < layout.bytes; ++b) {
+        const bool scale =
+            std::any_of(std::begin(layout.scale_offsets), std::end(layout.scale_offsets),
+                        [&](int off) { return off >= 0 && b >= off && b < off + 2; });
+        if (!scale) w[at + b] = dtype == DType::kQ8_0 ? 0x80 : 0xff;
+      }
+    }
+    MatrixRef ref{dtype, w.data(), n, k};
+    ref.int8_activations = true;
+    std::vector<float> x(m * k);
+    for (int64_t i = 0; i < m; ++i) {
+      std::fill_n(x.begin() + i * k, k, (i % 2 == 0 ? 1.0f : -1.0f) * static_cast<float>(1 + i));
+    }
+    std::vector<float> plain(m * n);
+    {
+      ScopedIsa scoped(Isa::kScalar);
+      MatMul(x.data(), m, k, ref, nullptr, plain.data(), n, nullptr);
+    }
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      std::vector<float> y(m * n, -1.0f);
+      MatMul(x.data(), m, k, ref, nullptr, y.data(), n, nullptr);
+      for (int64_t e = 0; e < m * n; ++e) {
+        ASSERT_EQ(Bits(y[e]), Bits(plain[e]))
+            << DTypeName(dtype) << " e=" << e << " isa=" << internal::IsaName(isa);
       }
     }
   }
