@@ -189,7 +189,7 @@ void Tile32(const GemmArgs& a, int64_t j) {
   auto* panels = reinterpret_cast<Panel32*>(
       ThreadScratch(static_cast<size_t>(blocks) * sizeof(Panel32) / sizeof(float)));
   Unpack32<kType>(a, j, blocks, panels);
-  ForRowGroups<4>(a.m, [&](auto rows, int64_t i) {
+  ForRowGroups<2>(a.m, [&](auto rows, int64_t i) {
     Rows32<decltype(rows)::value, kType>(a, panels, blocks, i, j);
   });
 }
@@ -276,7 +276,7 @@ void RowsK(const GemmArgs& a, const PanelK* panels, int64_t blocks, int64_t i, i
     __m256i sumi[R][2];
 #pragma GCC unroll 8
     for (int r = 0; r < R; ++r) sumi[r][0] = sumi[r][1] = _mm256_setzero_si256();
-#pragma GCC unroll 16
+#pragma GCC unroll 1
     for (int g = 0; g < kGroups; ++g) {
 #pragma GCC unroll 8
       for (int t0 = 0; t0 < kSteps; t0 += kRun) {
