@@ -34,8 +34,10 @@ set_source_files_properties(${_baton_isa_dir}/quant_dequant_avx512.cc
                             PROPERTIES COMPILE_OPTIONS "${_baton_avx512};-O3;-ffp-contract=off")
 # The int8 products of K-quant weights (quant_dot.h): the fused multiply-adds are written
 # out, so no contraction.
-set_source_files_properties(${_baton_isa_dir}/quant_dot_avx2.cc
-                            PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
+set_source_files_properties(
+  ${_baton_isa_dir}/quant_dot_avx2.cc
+  PROPERTIES COMPILE_OPTIONS
+             "${_baton_avx2};-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-fno-tree-reassoc;-fno-tree-ter>")
 # GCC 12 warns inside its own avx512fintrin.h (_mm512_undefined_* in conversions and inserts).
 set_source_files_properties(
   ${_baton_isa_dir}/quant_dot_avx512.cc

@@ -159,7 +159,7 @@ inline void RowsByFour(const Q8KBlock* const* x, int64_t blocks, Block&& block, 
 // bits 2p of the half's 32 qh bytes.
 inline void Q6HalfQuants(const uint8_t* blk, int h, __m256i q[4]) {
   const __m256i nibble = _mm256_set1_epi8(0x0f);
-  const __m256i two = _mm256_set1_epi8(3);
+  const __m256i top_bits = _mm256_set1_epi8(0x30);
   const __m256i l0 = Load(blk + 64 * h);
   const __m256i l1 = Load(blk + 64 * h + 32);
   const __m256i top = Load(blk + 128 + 32 * h);
@@ -168,8 +168,8 @@ inline void Q6HalfQuants(const uint8_t* blk, int h, __m256i q[4]) {
   q[2] = _mm256_and_si256(_mm256_srli_epi16(l0, 4), nibble);
   q[3] = _mm256_and_si256(_mm256_srli_epi16(l1, 4), nibble);
   for (int part = 0; part < 4; ++part) {
-    const __m256i bits = _mm256_and_si256(_mm256_srli_epi16(top, 2 * part), two);
-    q[part] = _mm256_or_si256(q[part], _mm256_slli_epi16(bits, 4));
+    // Bits 2p and 2p + 1 of each byte moved to bits 4 and 5 (what crosses a byte is masked).
+    q[part] = _mm256_or_si256(q[part], _mm256_and_si256(BitTo4(top, 2 * part), top_bits));
   }
 }
 
