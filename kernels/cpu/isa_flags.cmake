@@ -34,10 +34,8 @@ set_source_files_properties(${_baton_isa_dir}/quant_dequant_avx512.cc
                             PROPERTIES COMPILE_OPTIONS "${_baton_avx512};-O3;-ffp-contract=off")
 # The int8 products of K-quant weights (quant_dot.h): the fused multiply-adds are written
 # out, so no contraction.
-set_source_files_properties(
-  ${_baton_isa_dir}/quant_dot_avx2.cc
-  PROPERTIES COMPILE_OPTIONS
-             "${_baton_avx2};-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-fno-tree-reassoc;-fno-tree-ter>")
+set_source_files_properties(${_baton_isa_dir}/quant_dot_avx2.cc
+                            PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
 # GCC 12 warns inside its own avx512fintrin.h (_mm512_undefined_* in conversions and inserts).
 set_source_files_properties(
   ${_baton_isa_dir}/quant_dot_avx512.cc
@@ -47,13 +45,9 @@ set_source_files_properties(
 )
 set_source_files_properties(${_baton_isa_dir}/quant_dot.cc PROPERTIES COMPILE_OPTIONS
                                                            -ffp-contract=off)
-# The tiled int8 product of prefill with AVX2 alone, on the same terms. GCC's reassociation
-# turns its chains of 16-bit adds into trees, holding every product at once: 16 registers
-# do not, and the spills cost a third of the speed.
-set_source_files_properties(
-  ${_baton_isa_dir}/quant_tile_avx2.cc
-  PROPERTIES COMPILE_OPTIONS
-             "${_baton_avx2};-ffp-contract=off;$<$<CXX_COMPILER_ID:GNU>:-fno-tree-reassoc;-fno-tree-ter>")
+# The tiled int8 product of prefill with AVX2 alone, on the same terms.
+set_source_files_properties(${_baton_isa_dir}/quant_tile_avx2.cc
+                            PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
 # The tiled int8 product of prefill (vpdpbusd, vpdpwssd): AVX-512 VNNI, on the same terms.
 set_source_files_properties(
   ${_baton_isa_dir}/quant_tile_avx512vnni.cc

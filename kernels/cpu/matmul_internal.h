@@ -59,6 +59,12 @@ void DotRowsLegacyAvx2(DType dtype, const uint8_t* row, const Q8Block32* const* 
 // The AVX2 kernel compiled for AVX-512 (BW/VL): byte masks from k registers, 32 registers.
 void DotRowsLegacyAvx512(DType dtype, const uint8_t* row, const Q8Block32* const* x, int rows,
                          int64_t blocks, float* out);
+// Weight rows `row` and `row + row_bytes` times one row of x (decode): out[0], out[1], the
+// same bits as two calls of the above.
+void DotRowPairLegacyAvx2(DType dtype, const uint8_t* row, size_t row_bytes, const Q8Block32* x,
+                          int64_t blocks, float out[2]);
+void DotRowPairLegacyAvx512(DType dtype, const uint8_t* row, size_t row_bytes, const Q8Block32* x,
+                            int64_t blocks, float out[2]);
 // y[0:m, j:j+16] as TileQ8KAvx512Vnni with AVX2 alone (quant_tile_avx2.cc), for the
 // types it has panels for; false (nothing written) for the others.
 bool TileQ8Avx2(const GemmArgs& a, int64_t j);

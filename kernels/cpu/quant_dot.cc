@@ -77,6 +77,22 @@ void DotRowsLegacy(DType dtype, const uint8_t* row, const Q8Block32* const* x, i
   }
 }
 
+// Weight rows `row` and `row + row_bytes` times one row of x: out[0..1].
+void DotRowPairLegacy(DType dtype, const uint8_t* row, size_t row_bytes, const Q8Block32* x,
+                      int64_t blocks, float out[2]) {
+  switch (CurrentIsa()) {
+    case Isa::kScalar:
+      out[0] = DotLegacyPlain(dtype, row, x, blocks);
+      out[1] = DotLegacyPlain(dtype, row + row_bytes, x, blocks);
+      return;
+    case Isa::kAvx2:
+      return DotRowPairLegacyAvx2(dtype, row, row_bytes, x, blocks, out);
+    case Isa::kAvx512:
+    case Isa::kAvx512Bf16:
+      return DotRowPairLegacyAvx512(dtype, row, row_bytes, x, blocks, out);
+  }
+}
+
 // Which tiled kernel y[:, j0:j1) goes through: only where there are rows enough to pay for
 // unpacking W (prefill); each gives the same bits as the row-by-row ones.
 enum class Tiles { kNone, kAvx512Vnni, kAvx2 };
@@ -119,7 +135,20 @@ void GemmQ8K(const GemmArgs& a, int64_t j0, int64_t j1) {
         if (k_quant) x[r] = a.xq + (i + r) * a.xq_stride;
         if (!k_quant) x32[r] = a.xq32 + (i + r) * a.xq_stride;
       }
-      for (int64_t j = jt; j < je; ++j) {
+      int64_t j = jt;
+      if (rows == 1 && (a.dtype == DType::kQ4_0 || a.dtype == DType::kQ5_0)) {
+        // One row of x (decode) and a type with an offset: weight rows two at a time,
+        // sharing the activations' scales and sums (AVX2, one thread, k = 576: 2.15 -> 1.43
+        // ns per Q4_0 block, 2.40 -> 1.80 per Q5_0). Not Q8_0: 20% slower in pairs.
+        for (; j + 2 <= je; j += 2) {
+          float v[2];
+          DotRowPairLegacy(a.dtype, a.w + j * a.w_row_bytes, a.w_row_bytes, x32[0], blocks, v);
+          for (int w = 0; w < 2; ++w) {
+            a.y[i * a.y_stride + j + w] = a.bias != nullptr ? v[w] + a.bias[j + w] : v[w];
+          }
+        }
+      }
+      for (; j < je; ++j) {
         float v[kRows];
         if (k_quant) {
           DotRows(a.dtype, a.w + j * a.w_row_bytes, x, rows, blocks, v);

@@ -181,7 +181,12 @@ void DotRowsAvx512(DType dtype, const uint8_t* row, const Q8KBlock* const* x, in
 
 void DotRowsLegacyAvx512(DType dtype, const uint8_t* row, const Q8Block32* const* x, int rows,
                          int64_t blocks, float* out) {
-  WithRows(rows, [&](auto r) { LegacyRows<decltype(r)::value>(dtype, row, x, blocks, out); });
+  WithRows(rows, [&](auto r) { LegacyRows<decltype(r)::value>(dtype, row, 0, x, blocks, out); });
+}
+
+void DotRowPairLegacyAvx512(DType dtype, const uint8_t* row, size_t row_bytes, const Q8Block32* x,
+                            int64_t blocks, float out[2]) {
+  LegacyRows<1, 2>(dtype, row, row_bytes, &x, blocks, out);
 }
 
 }  // namespace baton::cpu::internal

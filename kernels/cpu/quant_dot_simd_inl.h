@@ -349,11 +349,12 @@ template <bool kS>
   return n < 8 ? _mm256_and_si256(v, _mm256_castps_si256(First32(n))) : v;
 }
 
-// 8 vectors of 8 int32 lanes to one vector of their 8 sums, in order (exact).
-[[gnu::always_inline]] inline __m256i Sums8x8(const __m256i v[8]) {
-  // Per 128-bit half: the sums of lanes 0-3 (low half) or 4-7 (high half) of v[0..3].
-  const __m256i a = _mm256_hadd_epi32(_mm256_hadd_epi32(v[0], v[1]), _mm256_hadd_epi32(v[2], v[3]));
-  const __m256i b = _mm256_hadd_epi32(_mm256_hadd_epi32(v[4], v[5]), _mm256_hadd_epi32(v[6], v[7]));
+// 8 blocks' sums, in order (exact), from p[i] = vphaddd of blocks 2i and 2i + 1's 8 int32
+// lanes each.
+[[gnu::always_inline]] inline __m256i Sums8x4Pairs(const __m256i p[4]) {
+  // Per 128-bit half: the sums of lanes 0-3 (low half) or 4-7 (high half) of blocks 0-3.
+  const __m256i a = _mm256_hadd_epi32(p[0], p[1]);
+  const __m256i b = _mm256_hadd_epi32(p[2], p[3]);
   return _mm256_add_epi32(_mm256_permute2x128_si256(a, b, 0x20),
                           _mm256_permute2x128_si256(a, b, 0x31));
 }
@@ -395,80 +396,104 @@ template <DType kType, int R>
   for (int r = 0; r < R; ++r) sumi[r] = Sums8x2x8(s[r]);
 #else
   const __m256i ones = _mm256_set1_epi16(1);
-  __m256i s[R][8];
-#pragma GCC unroll 8
-  for (int t = 0; t < 8; ++t) {
-    if (t >= n) {
-      for (int r = 0; r < R; ++r) s[r][t] = _mm256_setzero_si256();
-      continue;
+  // Each pair of blocks' lanes pairwise added as soon as both are done (Sums8x8's first
+  // step), so fewer registers stay live.
+  __m256i pairs[R][4];
+#pragma GCC unroll 4
+  for (int p = 0; p < 4; ++p) {
+    __m256i s[2][R];
+#pragma GCC unroll 2
+    for (int e = 0; e < 2; ++e) {
+      const int t = 2 * p + e;
+      if (t >= n) {
+        for (int r = 0; r < R; ++r) s[e][r] = _mm256_setzero_si256();
+        continue;
+      }
+      const uint8_t* b = row + (i0 + t) * kBytes;
+      const __m256i q = LegacyBytes<kType>(b);
+      // vpmaddubsw takes unsigned x signed: Q8_0's signed weights go in as |w| with their
+      // signs moved onto the activations.
+      const __m256i uq = kType == DType::kQ8_0 ? _mm256_sign_epi8(q, q) : q;
+      for (int r = 0; r < R; ++r) {
+        __m256i y = Load(x[r][i0 + t].qs);
+        if constexpr (kType == DType::kQ8_0) y = _mm256_sign_epi8(y, q);
+        s[e][r] = _mm256_madd_epi16(_mm256_maddubs_epi16(uq, y), ones);
+      }
     }
-    const uint8_t* b = row + (i0 + t) * kBytes;
-    const __m256i q = LegacyBytes<kType>(b);
-    // vpmaddubsw takes unsigned x signed: Q8_0's signed weights go in as |w| with their
-    // signs moved onto the activations.
-    const __m256i uq = kType == DType::kQ8_0 ? _mm256_sign_epi8(q, q) : q;
-    for (int r = 0; r < R; ++r) {
-      __m256i y = Load(x[r][i0 + t].qs);
-      if constexpr (kType == DType::kQ8_0) y = _mm256_sign_epi8(y, q);
-      s[r][t] = _mm256_madd_epi16(_mm256_maddubs_epi16(uq, y), ones);
-    }
+    for (int r = 0; r < R; ++r) pairs[r][p] = _mm256_hadd_epi32(s[0][r], s[1][r]);
   }
-  for (int r = 0; r < R; ++r) sumi[r] = Sums8x8(s[r]);
+  for (int r = 0; r < R; ++r) sumi[r] = Sums8x4Pairs(pairs[r]);
 #endif
 }
 
 // Eight blocks at a time: each block's integer sum in a lane (LegacySums8), and one
-// multiply-add per row for the eight (FinishLanes8's order).
-template <DType kType, int R>
-void RowsLegacy(const uint8_t* row, const Q8Block32* const* x, int64_t blocks, float* out) {
+// multiply-add per (weight row, row of x) for the eight (FinishLanes8's order). W weight
+// rows (row, row + row_bytes, ...) share the activations' scales and sums (decode takes
+// two at a time); out[w * R + r].
+template <DType kType, int R, int W = 1>
+void RowsLegacy(const uint8_t* row, size_t row_bytes, const Q8Block32* const* x, int64_t blocks,
+                float* out) {
   constexpr int kBytes = LayoutOf(kType).bytes;
   constexpr int kOffset = kType == DType::kQ4_0 ? 8 : kType == DType::kQ5_0 ? 16 : 0;
   constexpr int kOffsetShift = kOffset == 8 ? 3 : 4;
   constexpr bool kMin = kType == DType::kQ4_1 || kType == DType::kQ5_1;
-  __m256 acc[R];
-  for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps();
+  __m256 acc[W][R];
+  for (int w = 0; w < W; ++w) {
+    for (int r = 0; r < R; ++r) acc[w][r] = _mm256_setzero_ps();
+  }
   for (int64_t i0 = 0; i0 < blocks; i0 += 8) {
     const int n = static_cast<int>(std::min<int64_t>(8, blocks - i0));
-    __m256i block_sums[R];
-    LegacySums8<kType, R>(row, x, i0, n, block_sums);
-    const __m256 dw = BlockHalves<kBytes>(row + i0 * kBytes, 0, n);
+    __m256i block_sums[W][R];
+    __m256 dw[W];
+#pragma GCC unroll 2
+    for (int w = 0; w < W; ++w) {
+      LegacySums8<kType, R>(row + w * row_bytes, x, i0, n, block_sums[w]);
+      dw[w] = BlockHalves<kBytes>(row + w * row_bytes + i0 * kBytes, 0, n);
+    }
     for (int r = 0; r < R; ++r) {
-      __m256i sumi = block_sums[r];
-      if constexpr (kOffset != 0) {
-        // The unsigned quants' offset: kOffset times each block's activation sum.
-        sumi = _mm256_sub_epi32(sumi, _mm256_slli_epi32(EightSums(x[r] + i0, n), kOffsetShift));
-      }
-      const __m256 sums = _mm256_cvtepi32_ps(sumi);
-      acc[r] = _mm256_fmadd_ps(_mm256_mul_ps(dw, EightScales<false>(x[r] + i0, n)), sums, acc[r]);
-      if constexpr (kMin) {
-        acc[r] = _mm256_fmadd_ps(BlockHalves<kBytes>(row + i0 * kBytes, 2, n),
-                                 EightScales<true>(x[r] + i0, n), acc[r]);
+      const __m256 dx = EightScales<false>(x[r] + i0, n);
+      // The unsigned quants' offset: kOffset times each block's activation sum.
+      const __m256i offset = kOffset != 0 ? _mm256_slli_epi32(EightSums(x[r] + i0, n), kOffsetShift)
+                                          : _mm256_setzero_si256();
+#pragma GCC unroll 2
+      for (int w = 0; w < W; ++w) {
+        __m256i sumi = block_sums[w][r];
+        if constexpr (kOffset != 0) sumi = _mm256_sub_epi32(sumi, offset);
+        const __m256 sums = _mm256_cvtepi32_ps(sumi);
+        acc[w][r] = _mm256_fmadd_ps(_mm256_mul_ps(dw[w], dx), sums, acc[w][r]);
+        if constexpr (kMin) {
+          acc[w][r] = _mm256_fmadd_ps(BlockHalves<kBytes>(row + w * row_bytes + i0 * kBytes, 2, n),
+                                      EightScales<true>(x[r] + i0, n), acc[w][r]);
+        }
       }
     }
   }
-  for (int r = 0; r < R; ++r) {
-    alignas(32) float lanes[8];
-    _mm256_store_ps(lanes, acc[r]);
-    out[r] = FinishLanes8(lanes);
+  for (int w = 0; w < W; ++w) {
+    for (int r = 0; r < R; ++r) {
+      alignas(32) float lanes[8];
+      _mm256_store_ps(lanes, acc[w][r]);
+      out[w * R + r] = FinishLanes8(lanes);
+    }
   }
 }
 
-template <int R>
-void LegacyRows(DType dtype, const uint8_t* row, const Q8Block32* const* x, int64_t blocks,
-                float* out) {
+// R rows of x times W weight rows of `dtype` (RowsLegacy).
+template <int R, int W = 1>
+void LegacyRows(DType dtype, const uint8_t* row, size_t row_bytes, const Q8Block32* const* x,
+                int64_t blocks, float* out) {
   switch (dtype) {
     case DType::kQ8_0:
-      return RowsLegacy<DType::kQ8_0, R>(row, x, blocks, out);
+      return RowsLegacy<DType::kQ8_0, R, W>(row, row_bytes, x, blocks, out);
     case DType::kQ4_0:
-      return RowsLegacy<DType::kQ4_0, R>(row, x, blocks, out);
+      return RowsLegacy<DType::kQ4_0, R, W>(row, row_bytes, x, blocks, out);
     case DType::kQ4_1:
-      return RowsLegacy<DType::kQ4_1, R>(row, x, blocks, out);
+      return RowsLegacy<DType::kQ4_1, R, W>(row, row_bytes, x, blocks, out);
     case DType::kQ5_0:
-      return RowsLegacy<DType::kQ5_0, R>(row, x, blocks, out);
+      return RowsLegacy<DType::kQ5_0, R, W>(row, row_bytes, x, blocks, out);
     case DType::kQ5_1:
-      return RowsLegacy<DType::kQ5_1, R>(row, x, blocks, out);
+      return RowsLegacy<DType::kQ5_1, R, W>(row, row_bytes, x, blocks, out);
     default:
-      for (int r = 0; r < R; ++r) out[r] = 0;
+      for (int i = 0; i < R * W; ++i) out[i] = 0;
   }
 }
 
