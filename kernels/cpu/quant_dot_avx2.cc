@@ -6,6 +6,13 @@
 // (quant_dot_simd_inl.h's RowsLegacy): the same products per block of 32, eight blocks'
 // totals summed together and multiplied in FinishLanes8's order. Up to 4 rows of x share
 // each decoded weight block.
+// GCC's reassociation and temporary expression replacement turn the chains of 16- and
+// 32-bit adds below into trees that hold every product at once: 16 registers do not, and
+// the spills cost up to a third of the speed (RowsK<2, Q4_K>: 53 stack accesses -> 10).
+// Before every include, so the helpers carry the same options and still inline.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-reassoc", "no-tree-ter")
+#endif
 #include <immintrin.h>
 
 #include <algorithm>
@@ -14,13 +21,6 @@
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quant_dot_simd_inl.h"
-
-// GCC's reassociation and temporary expression replacement turn the chains of 16- and
-// 32-bit adds below into trees that hold every product at once: 16 registers do not, and
-// the spills cost up to a third of the speed (RowsK<2, Q4_K>: 53 stack accesses -> 10).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-tree-reassoc", "no-tree-ter")
-#endif
 
 namespace baton::cpu::internal {
 namespace {

@@ -15,6 +15,13 @@
 // same order (FinishLanes8's, quant_dot_inl.h), so y has the same bits either way. The
 // blocks go lane by lane (blocks l, l + 8, ... for running sum l), so one register per
 // column group holds a running sum at a time.
+// GCC's reassociation and temporary expression replacement turn the chains of 16- and
+// 32-bit adds below into trees that hold every product at once: 16 registers do not, and
+// the spills cost up to a third of the speed (RowsK<2, Q4_K>: 53 stack accesses -> 10).
+// Before every include, so the helpers carry the same options and still inline.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC optimize("no-tree-reassoc", "no-tree-ter")
+#endif
 #include <immintrin.h>
 
 #include <cstdint>
@@ -23,13 +30,6 @@
 #include "common/check.h"
 #include "kernels/cpu/matmul_internal.h"
 #include "kernels/cpu/quant_dot_simd_inl.h"
-
-// GCC's reassociation and temporary expression replacement turn the chains of 16- and
-// 32-bit adds below into trees that hold every product at once: 16 registers do not, and
-// the spills cost up to a third of the speed (RowsK<2, Q4_K>: 53 stack accesses -> 10).
-#if defined(__GNUC__) && !defined(__clang__)
-#pragma GCC optimize("no-tree-reassoc", "no-tree-ter")
-#endif
 
 namespace baton::cpu::internal {
 namespace {
