@@ -45,6 +45,9 @@ set_source_files_properties(
 )
 set_source_files_properties(${_baton_isa_dir}/quant_dot.cc PROPERTIES COMPILE_OPTIONS
                                                            -ffp-contract=off)
+# Activations to int8 blocks with AVX2: element by element as the plain loops, no contraction.
+set_source_files_properties(${_baton_isa_dir}/quant_activations_avx2.cc
+                            PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
 # The tiled int8 product of prefill with AVX2 alone, on the same terms.
 set_source_files_properties(${_baton_isa_dir}/quant_tile_avx2.cc
                             PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")

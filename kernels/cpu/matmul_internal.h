@@ -69,6 +69,11 @@ void DotRowPairLegacyAvx512(DType dtype, const uint8_t* row, size_t row_bytes, c
 // types it has panels for; false (nothing written) for the others.
 bool TileQ8Avx2(const GemmArgs& a, int64_t j);
 
+// QuantizeRowQ8K and QuantizeRowQ8Block32 (quant_dot.h) with AVX2: the same bits
+// (quant_activations_avx2.cc).
+void QuantizeRowQ8KAvx2(const float* x, int64_t k, Q8KBlock* out);
+void QuantizeRowQ8Block32Avx2(const float* x, int64_t k, Q8Block32* out);
+
 // n values (whole blocks) of a block-quantized row to f32, exactly as DequantizeBlocks,
 // compiled for each ISA (quant_dequant_<isa>.cc).
 void DequantRowAvx2(DType dtype, const uint8_t* src, int64_t n, float* out);

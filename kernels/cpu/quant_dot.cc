@@ -186,6 +186,9 @@ int ActivationBlock(DType dtype) {
 
 void QuantizeRowQ8K(const float* x, int64_t k, Q8KBlock* out) {
   BATON_CHECK(k % kQ8KBlock == 0);
+  if (internal::CurrentIsa() != internal::Isa::kScalar) {
+    return internal::QuantizeRowQ8KAvx2(x, k, out);
+  }
   for (int64_t b = 0; b < k / kQ8KBlock; ++b, x += kQ8KBlock) {
     Q8KBlock& q = out[b];
     float amax = 0, max = 0;
@@ -217,6 +220,9 @@ void QuantizeRowQ8K(const float* x, int64_t k, Q8KBlock* out) {
 
 void QuantizeRowQ8Block32(const float* x, int64_t k, Q8Block32* out) {
   BATON_CHECK(k % kQ8Block32 == 0);
+  if (internal::CurrentIsa() != internal::Isa::kScalar) {
+    return internal::QuantizeRowQ8Block32Avx2(x, k, out);
+  }
   for (int64_t b = 0; b < k / kQ8Block32; ++b, x += kQ8Block32) {
     Q8Block32& q = out[b];
     float amax = 0;

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -345,6 +346,49 @@ TEST(QuantDotTest, LargestQuantsStayExact) {
       for (int64_t e = 0; e < m * n; ++e) {
         ASSERT_EQ(Bits(y[e]), Bits(plain[e]))
             << DTypeName(dtype) << " e=" << e << " isa=" << internal::IsaName(isa);
+      }
+    }
+  }
+}
+
+// The SIMD quantization of activations gives the plain loops' bits: random rows, rows with
+// ties for the largest magnitude (the first one wins), halves that round to even, a zero
+// block, NaNs and infinities.
+TEST(QuantDotTest, QuantizationHasTheSameBitsOnEveryIsa) {
+  const int64_t k = 1024;
+  std::vector<std::vector<float>> rows = {RandomFloats(k, 30), RandomFloats(k, 31)};
+  std::vector<float> ties(k);
+  for (int64_t j = 0; j < k; ++j) ties[j] = static_cast<float>((j * 37) % 255 - 127) * 0.5f;
+  for (int64_t b = 0; b < k; b += 256) {  // the same magnitude twice: the first one wins
+    ties[b + 40 + b / 64] = -1000.0f;
+    ties[b + 200] = 1000.0f;
+  }
+  rows.push_back(ties);
+  std::vector<float> odd = RandomFloats(k, 32);
+  std::fill_n(odd.begin() + 256, 256, 0.0f);
+  odd[3] = std::nanf("");
+  odd[600] = std::numeric_limits<float>::infinity();
+  odd[700] = -65536.0f;
+  rows.push_back(odd);
+  for (const std::vector<float>& x : rows) {
+    std::vector<Q8KBlock> plain_k(k / 256), got_k(k / 256);
+    std::vector<Q8Block32> plain_32(k / 32), got_32(k / 32);
+    {
+      ScopedIsa scoped(Isa::kScalar);
+      QuantizeRowQ8K(x.data(), k, plain_k.data());
+      QuantizeRowQ8Block32(x.data(), k, plain_32.data());
+    }
+    for (Isa isa : SupportedIsas()) {
+      ScopedIsa scoped(isa);
+      QuantizeRowQ8K(x.data(), k, got_k.data());
+      QuantizeRowQ8Block32(x.data(), k, got_32.data());
+      for (int64_t b = 0; b < k / 256; ++b) {
+        ASSERT_EQ(std::memcmp(&got_k[b], &plain_k[b], sizeof(Q8KBlock)), 0)
+            << "Q8K block " << b << " isa=" << internal::IsaName(isa);
+      }
+      for (int64_t b = 0; b < k / 32; ++b) {
+        ASSERT_EQ(std::memcmp(&got_32[b], &plain_32[b], sizeof(Q8Block32)), 0)
+            << "block32 " << b << " isa=" << internal::IsaName(isa);
       }
     }
   }
