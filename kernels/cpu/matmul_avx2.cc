@@ -78,10 +78,13 @@ struct Bf16Weights {
   }
 };
 
-template <class Weights>
+// kRows x kCols tiles: 2 x 4 where every weight vector is widened in the loop (it costs
+// an op per multiply-add then), 3 x 4 over rows already widened to f32 (12 accumulators,
+// 3 rows of x and a weight vector: the 16 registers).
+template <class Weights, int kRows = 2, int kCols = 4>
 struct WideningKernel {
-  static constexpr int kR = 2;
-  static constexpr int kC = 4;
+  static constexpr int kR = kRows;
+  static constexpr int kC = kCols;
   static constexpr int kWide = 8;
 
   template <int R, int C>
@@ -178,15 +181,39 @@ struct Q8Kernel {
   }
 };
 
+// n f16 or bf16 weights of a row widened to f32 (exact), for DriveDequantized.
+void WidenRow(DType dtype, const uint8_t* src, int64_t n, float* out) {
+  auto widen = [&](auto weights) {
+    using W = decltype(weights);
+    int64_t e = 0;
+    for (; e + 8 <= n; e += 8) _mm256_storeu_ps(out + e, W::Load(src, e));
+    for (; e < n; ++e) out[e] = W::Widen1(src, e);
+  };
+  if (dtype == DType::kF16) {
+    widen(F16Weights{});
+  } else {
+    widen(Bf16Weights{});
+  }
+}
+
+// Rows of x from which prefill widens f16 and bf16 weights once per block of rows (every
+// tile of x then reads f32) and takes the 3 x 4 tiles: the same arithmetic per element.
+constexpr int64_t kPanelRows = 16;
+using PanelKernel = WideningKernel<F32Weights, 3, 4>;
+
 }  // namespace
 
 void GemmAvx2(const GemmArgs& a, int64_t j0, int64_t j1) {
+  const bool panels = a.m >= kPanelRows;
   switch (a.dtype) {
     case DType::kF32:
+      if (panels) return DriveTiles<PanelKernel>(a, j0, j1);
       return DriveTiles<WideningKernel<F32Weights>>(a, j0, j1);
     case DType::kF16:
+      if (panels) return DriveDequantized<PanelKernel, WidenRow>(a, j0, j1);
       return DriveTiles<WideningKernel<F16Weights>>(a, j0, j1);
     case DType::kBF16:
+      if (panels) return DriveDequantized<PanelKernel, WidenRow>(a, j0, j1);
       return DriveTiles<WideningKernel<Bf16Weights>>(a, j0, j1);
     case DType::kQ8_0:
       return DriveTiles<Q8Kernel>(a, j0, j1);
