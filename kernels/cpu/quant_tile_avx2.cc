@@ -10,11 +10,15 @@
 // (broadcast) into pairs of 16 bits, and since the quants are small, several steps add up
 // in 16 bits before one vpmaddwd widens them: Q4 types 8 steps (8 * 2 * 15 * 127 < 2^15),
 // Q5 types 4 (4 * 2 * 31 * 127 < 2^15), Q8_0 one, its signed quants going in as |w| with
-// the signs moved onto the activations (2 * 128 * 127 < 2^15). The integer totals are the
-// row-by-row kernels' own, and each column's lane keeps the same running sums in the
-// same order (FinishLanes8's, quant_dot_inl.h), so y has the same bits either way. The
-// blocks go lane by lane (blocks l, l + 8, ... for running sum l), so one register per
-// column group holds a running sum at a time.
+// the signs moved onto the activations (2 * 128 * 127 < 2^15). The K-quants the same way
+// per group (Q4_K 8 steps, Q5_K 4, Q6_K 2 of its unsigned q + 32), the widening vpmaddwd
+// taking the group's scale as its other operand; the mins (Q4_K, Q5_K) and Q6_K's 32 come
+// in through the activations' group sums. The integer totals are the row-by-row kernels'
+// own, and each column's lane keeps the same running sums in the same order
+// (FinishLanes8's and AddBlockK's, quant_dot_inl.h), so y has the same bits either way.
+// The 32-value blocks go lane by lane (blocks l, l + 8, ... for running sum l), so one
+// register per column group holds a running sum at a time.
+//
 // GCC's reassociation and temporary expression replacement turn the chains of 16- and
 // 32-bit adds below into trees that hold every product at once: 16 registers do not, and
 // the spills cost up to a third of the speed (RowsK<2, Q4_K>: 53 stack accesses -> 10).
