@@ -1,8 +1,9 @@
 // Rows of activations to int8 blocks (quant_dot.h's QuantizeRowQ8K and QuantizeRowQ8Block32)
 // with AVX2: the same bits as the plain loops in quant_dot.cc. The largest magnitude is
 // order-free; every product, rounding and conversion is the plain loop's own, element by
-// element (vcvtps2dq rounds to nearest even, as nearbyint does in the default mode), and
-// the quants are the low bytes of the 32-bit values, as static_cast<int8_t> takes them.
+// element (vcvtps2dq rounds to nearest even, as nearbyint does in the default mode, and
+// gives INT_MIN for NaN and out of range, as the plain loops' RoundToInt), and the quants
+// are the low bytes of the 32-bit values (never saturating packs), as LowByte takes them.
 #include <immintrin.h>
 
 #include <cstdint>

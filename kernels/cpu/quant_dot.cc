@@ -1,6 +1,7 @@
 #include "kernels/cpu/quant_dot.h"
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <cstring>
 
@@ -30,6 +31,16 @@ uint16_t FloatToHalf(float f) {
 }
 
 namespace {
+
+// v rounded to the nearest integer, ties to even (the default mode), as vcvtps2dq rounds:
+// INT_MIN for NaN and out of int's range, where a plain cast would be undefined.
+int RoundToInt(float v) {
+  const float r = std::nearbyint(v);
+  return r >= -2147483648.0f && r < 2147483648.0f ? static_cast<int>(r) : INT_MIN;
+}
+
+// The low byte of v, as the SIMD quantizer stores it.
+int8_t LowByte(int v) { return static_cast<int8_t>(static_cast<uint32_t>(v) & 0xffu); }
 
 // The plain loops (quant_dot_inl.h) per block, then the block's f32 part in AddBlockK's
 // order.
@@ -206,8 +217,7 @@ void QuantizeRowQ8K(const float* x, int64_t k, Q8KBlock* out) {
     const float iscale = -127.0f / max;
     for (int j = 0; j < kQ8KBlock; ++j) {
       // Round half to even, as ggml's nearest_int (the default rounding mode).
-      const int v = static_cast<int>(std::nearbyint(iscale * x[j]));
-      q.qs[j] = static_cast<int8_t>(std::min(127, v));
+      q.qs[j] = internal::LowByte(std::min(127, internal::RoundToInt(iscale * x[j])));
     }
     for (int g = 0; g < kQ8KBlock / 16; ++g) {
       int sum = 0;
@@ -233,7 +243,7 @@ void QuantizeRowQ8Block32(const float* x, int64_t k, Q8Block32* out) {
     const float id = amax != 0 ? 127.0f / amax : 0.0f;
     int32_t sum = 0;
     for (int j = 0; j < kQ8Block32; ++j) {
-      q.qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
+      q.qs[j] = internal::LowByte(internal::RoundToInt(x[j] * id));
       sum += q.qs[j];
     }
     q.sum = sum;

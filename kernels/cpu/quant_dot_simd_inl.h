@@ -396,8 +396,8 @@ template <DType kType, int R>
   for (int r = 0; r < R; ++r) sumi[r] = Sums8x2x8(s[r]);
 #else
   const __m256i ones = _mm256_set1_epi16(1);
-  // Each pair of blocks' lanes pairwise added as soon as both are done (Sums8x8's first
-  // step), so fewer registers stay live.
+  // Each pair of blocks' lanes added pairwise (vphaddd) as soon as both are done, so fewer
+  // registers stay live; Sums8x4Pairs finishes the eight sums.
   __m256i pairs[R][4];
 #pragma GCC unroll 4
   for (int p = 0; p < 4; ++p) {

@@ -11,7 +11,7 @@
 // in 16 bits before one vpmaddwd widens them: Q4 types 8 steps (8 * 2 * 15 * 127 < 2^15),
 // Q5 types 4 (4 * 2 * 31 * 127 < 2^15), Q8_0 one, its signed quants going in as |w| with
 // the signs moved onto the activations (2 * 128 * 127 < 2^15). The K-quants the same way
-// per group (Q4_K 8 steps, Q5_K 4, Q6_K 2 of its unsigned q + 32), the widening vpmaddwd
+// per group (runs of Q4_K 8 steps, Q5_K 4, Q6_K 2 of its unsigned q + 32), the widening vpmaddwd
 // taking the group's scale as its other operand; the mins (Q4_K, Q5_K) and Q6_K's 32 come
 // in through the activations' group sums. The integer totals are the row-by-row kernels'
 // own, and each column's lane keeps the same running sums in the same order
@@ -336,6 +336,8 @@ void RowsK(const GemmArgs& a, const PanelK* panels, int64_t blocks, int64_t i, i
         float* sd = accd[r][l] + 8 * h;
         _mm256_store_ps(sd, _mm256_fmadd_ps(_mm256_mul_ps(_mm256_load_ps(p.d + 8 * h), dx),
                                             _mm256_cvtepi32_ps(si), _mm256_load_ps(sd)));
+        // Q6_K has no mins: the other paths' fma(dx * 0, 0, m) leaves m at +0 for every
+        // finite dx (and an infinite dx makes d NaN in every path), so it is skipped.
         if constexpr (!kSix) {
           float* sm = accm[r][l] + 8 * h;
           _mm256_store_ps(sm,

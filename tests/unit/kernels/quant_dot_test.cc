@@ -352,8 +352,8 @@ TEST(QuantDotTest, LargestQuantsStayExact) {
 }
 
 // The SIMD quantization of activations gives the plain loops' bits: random rows, rows with
-// ties for the largest magnitude (the first one wins), halves that round to even, a zero
-// block, NaNs and infinities.
+// ties for the largest magnitude (the first one wins), products that are exact halves
+// (round to even) in both block types, -0.0, a zero block, NaNs and infinities.
 TEST(QuantDotTest, QuantizationHasTheSameBitsOnEveryIsa) {
   const int64_t k = 1024;
   std::vector<std::vector<float>> rows = {RandomFloats(k, 30), RandomFloats(k, 31)};
@@ -364,6 +364,13 @@ TEST(QuantDotTest, QuantizationHasTheSameBitsOnEveryIsa) {
     ties[b + 200] = 1000.0f;
   }
   rows.push_back(ties);
+  // Largest magnitude 127 first in every block of 32: both scales are 1, every product is
+  // the value itself, and j - 100.5 is a half.
+  std::vector<float> halves(k);
+  for (int64_t j = 0; j < k; ++j) halves[j] = static_cast<float>(j % 200) - 100.5f;
+  for (int64_t j = 0; j < k; j += 32) halves[j] = -127.0f;
+  halves[5] = -0.0f;
+  rows.push_back(halves);
   std::vector<float> odd = RandomFloats(k, 32);
   std::fill_n(odd.begin() + 256, 256, 0.0f);
   odd[3] = std::nanf("");
