@@ -63,7 +63,9 @@ constexpr uint64_t kChunkMask = (uint64_t{1} << kChunkBits) - 1;
 // VM can differ in speed by a quarter for minutes (measured here), and a split into equal
 // halves then waits for the slower core on every call.
 constexpr int64_t kChunksPerThread = 4;
-constexpr int kMaxThreads = static_cast<int>(kChunkMask / kChunksPerThread);
+// Callers may ask for more (ParallelFor's last argument), up to this.
+constexpr int64_t kMaxChunksPerThread = 16;
+constexpr int kMaxThreads = static_cast<int>(kChunkMask / kMaxChunksPerThread);
 
 // Chunk c of n items split into `chunks` nearly equal contiguous ranges.
 inline void ChunkBounds(int64_t n, int64_t chunks, int64_t c, int64_t* begin, int64_t* end) {
@@ -162,7 +164,7 @@ ThreadPool::ThreadPool(int num_threads) : state_(new State) {
   if (num_threads <= 0) num_threads = static_cast<int>(std::thread::hardware_concurrency());
   num_threads = std::clamp(num_threads, 1, kMaxThreads);
   state_->num_threads = num_threads;
-  state_->claims = std::make_unique<State::Claim[]>(num_threads * kChunksPerThread);
+  state_->claims = std::make_unique<State::Claim[]>(num_threads * kMaxChunksPerThread);
   state_->workers.reserve(num_threads - 1);
   for (int i = 1; i < num_threads; ++i) {
     state_->workers.emplace_back([s = state_, i] { s->WorkerLoop(i); });
@@ -188,10 +190,17 @@ int ThreadPool::num_threads() const { return state_->num_threads; }
 
 void ThreadPool::ParallelFor(int64_t n, int64_t grain,
                              const std::function<void(int64_t, int64_t)>& fn) {
+  ParallelFor(n, grain, fn, kChunksPerThread);
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t grain,
+                             const std::function<void(int64_t, int64_t)>& fn,
+                             int64_t chunks_per_thread) {
   if (n <= 0) return;
   grain = std::max<int64_t>(grain, 1);
+  chunks_per_thread = std::clamp<int64_t>(chunks_per_thread, 1, kMaxChunksPerThread);
   const int64_t chunks =
-      std::clamp<int64_t>(n / grain, 1, int64_t{state_->num_threads} * kChunksPerThread);
+      std::clamp<int64_t>(n / grain, 1, int64_t{state_->num_threads} * chunks_per_thread);
   if (chunks == 1) {
     fn(0, n);
     return;

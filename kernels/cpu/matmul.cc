@@ -309,6 +309,8 @@ constexpr int64_t kUnitRows = 16;
 constexpr int64_t kMinChunkMacs = int64_t{1} << 15;
 // Rows of x below which a task is not split further by rows.
 constexpr int64_t kMinRowsPerTask = 16;
+constexpr int64_t kPrefillUnitsPerRange = 4;
+constexpr int64_t kPrefillRangesPerThread = 16;
 
 // bf16 copies of x for the avx512bf16 kernel; one per calling thread, kept between calls
 // so a decode step does not allocate.
@@ -333,19 +335,38 @@ GemmKernel KernelFor(DType dtype) {
   return internal::GemmScalar;
 }
 
+// Runs fn over `units` units of W's rows (kUnitRows each) times m rows of x. Decode: the
+// pool's usual 4 ranges per thread, none under kMinChunkMacs. Prefill (m >= 2 *
+// kMinRowsPerTask): ranges of at least kPrefillUnitsPerRange units, up to 16 per thread,
+// so that a thread done early waits less for the last range (each range still reuses a
+// block of W for every row of x).
+void ParallelOverUnits(ThreadPool* pool, int64_t units, int64_t k, int64_t m,
+                       const std::function<void(int64_t, int64_t)>& fn) {
+  if (m >= 2 * kMinRowsPerTask) {
+    pool->ParallelFor(units, kPrefillUnitsPerRange, fn, kPrefillRangesPerThread);
+    return;
+  }
+  const int64_t unit_macs = kUnitRows * k * m;
+  pool->ParallelFor(units, std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(unit_macs, 1)),
+                    fn);
+}
+
 // x rounded to bf16 for the avx512bf16 kernel, in this thread's reused buffer; returns it
 // and sets *stride (k padded to 32).
 const uint16_t* PackX(const float* x, int64_t m, int64_t x_stride, int64_t k, ThreadPool* pool,
                       int64_t* stride) {
   *stride = (k + 31) / 32 * 32;
   std::vector<uint16_t>& buf = PackBuffer();
-  if (buf.size() < static_cast<size_t>(m * *stride)) buf.resize(m * *stride);
+  // Rows start on cache lines (stride a multiple of 64 bytes): the kernel's 64-byte loads
+  // of a row then never straddle two lines. 32 spare values for the alignment.
+  if (buf.size() < static_cast<size_t>(m * *stride + 32)) buf.resize(m * *stride + 32);
+  uint16_t* rows = buf.data() + (-(reinterpret_cast<uintptr_t>(buf.data()) / 2) & 31);
   // The lambda captures one pointer, so std::function keeps it inline.
   struct Pack {
     const float* x;
     int64_t x_stride, k, stride;
     uint16_t* out;
-  } pk{x, x_stride, k, *stride, buf.data()};
+  } pk{x, x_stride, k, *stride, rows};
   auto pack = [p = &pk](int64_t r0, int64_t r1) {
     internal::PackBf16Avx512Bf16(p->x, p->x_stride, r0, r1, p->k, p->out, p->stride, p->stride);
   };
@@ -355,7 +376,7 @@ const uint16_t* PackX(const float* x, int64_t m, int64_t x_stride, int64_t k, Th
   } else {
     pack(0, m);
   }
-  return buf.data();
+  return rows;
 }
 
 // x as the activation blocks of `dtype` (quant_dot.h) for GemmQ8K, in this thread's reused
@@ -439,15 +460,13 @@ void MatMul(const float* x, int64_t m, int64_t x_stride, const MatrixRef& w, con
 
   const int64_t units = (n + kUnitRows - 1) / kUnitRows;
   const int threads = pool != nullptr ? pool->num_threads() : 1;
-  if (units >= 4 * threads || m < 2 * kMinRowsPerTask) {
+  if (pool == nullptr || units >= 4 * threads || m < 2 * kMinRowsPerTask) {
     // Threads split W's rows only: each streams its share of W once.
-    const int64_t unit_macs = kUnitRows * k * m;
-    const int64_t grain = std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(unit_macs, 1));
     auto run = [j = &job](int64_t u0, int64_t u1) {
       j->kernel(j->a, u0 * kUnitRows, std::min(u1 * kUnitRows, j->n));
     };
     if (pool != nullptr) {
-      pool->ParallelFor(units, grain, run);
+      ParallelOverUnits(pool, units, k, m, run);
     } else {
       run(0, units);
     }
@@ -534,8 +553,6 @@ void MatMulShared(const float* x, int64_t m, int64_t x_stride,
     a.y_stride = t.y_stride;
     f.first_unit[i + 1] = f.first_unit[i] + (t.w.rows + kUnitRows - 1) / kUnitRows;
   }
-  const int64_t grain =
-      std::max<int64_t>(1, kMinChunkMacs / std::max<int64_t>(kUnitRows * k * m, 1));
   auto run = [p = &f, &targets](int64_t u0, int64_t u1) {
     for (int i = 0; i < p->count; ++i) {
       const int64_t lo = std::max(u0, p->first_unit[i]), hi = std::min(u1, p->first_unit[i + 1]);
@@ -545,7 +562,7 @@ void MatMulShared(const float* x, int64_t m, int64_t x_stride,
                 std::min((hi - base) * kUnitRows, targets[i].w.rows));
     }
   };
-  pool->ParallelFor(f.first_unit[f.count], grain, run);
+  ParallelOverUnits(pool, f.first_unit[f.count], k, m, run);
 }
 
 }  // namespace baton::cpu

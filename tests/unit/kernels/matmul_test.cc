@@ -429,7 +429,7 @@ TEST(MatMulTest, BatchInvariant) {
       const std::vector<Shape> shapes =
           BlockOf(dtype) == 256  ? std::vector<Shape>{{37, 256}, {9, 2048}}
           : BlockOf(dtype) == 32 ? std::vector<Shape>{{37, 96}, {9, 2048}}
-                                 : std::vector<Shape>{{37, 100}, {9, 2048}};
+                                 : std::vector<Shape>{{37, 100}, {9, 2048}, {6, 5003}};
       for (const Shape& s : shapes) {
         const TestWeights w = MakeWeights(dtype, s.n, s.k, static_cast<uint32_t>(s.n + s.k));
         const std::vector<float> bias = RandomFloats(s.n, 3);
@@ -441,22 +441,24 @@ TEST(MatMulTest, BatchInvariant) {
                  nullptr);
         }
         for (int64_t m : {1, 2, 5, 64, 130}) {
-          for (auto& pool : pools) {
+          // nullptr: no pool, the caller's thread alone.
+          for (ThreadPool* pool : {pools[0].get(), pools[1].get(), pools[2].get(), pools[3].get(),
+                                   static_cast<ThreadPool*>(nullptr)}) {
+            const int threads = pool != nullptr ? pool->num_threads() : 0;
             // Rows in a wider buffer (another stride), output with another stride too.
-            const int64_t x_stride = s.k + 5 + pool->num_threads();
+            const int64_t x_stride = s.k + 5 + threads;
             std::vector<float> xs(m * x_stride, std::numeric_limits<float>::quiet_NaN());
             for (int64_t i = 0; i < m; ++i) {
               std::copy_n(x.data() + i * s.k, s.k, xs.data() + i * x_stride);
             }
             const int64_t y_stride = s.n + 1;
             std::vector<float> y(m * y_stride);
-            MatMul(xs.data(), m, x_stride, w.ref(), bias.data(), y.data(), y_stride, pool.get());
+            MatMul(xs.data(), m, x_stride, w.ref(), bias.data(), y.data(), y_stride, pool);
             for (int64_t i = 0; i < m; ++i) {
               for (int64_t j = 0; j < s.n; ++j) {
                 ASSERT_EQ(FloatBits(y[i * y_stride + j]), FloatBits(alone[i * s.n + j]))
                     << internal::IsaName(isa) << " " << DTypeName(dtype) << " k=" << s.k
-                    << " m=" << m << " threads=" << pool->num_threads() << " at (" << i << "," << j
-                    << ")";
+                    << " m=" << m << " threads=" << threads << " at (" << i << "," << j << ")";
               }
             }
           }
