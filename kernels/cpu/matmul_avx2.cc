@@ -181,25 +181,94 @@ struct Q8Kernel {
   }
 };
 
-// n f16 or bf16 weights of a row widened to f32 (exact), for DriveDequantized.
-void WidenRow(DType dtype, const uint8_t* src, int64_t n, float* out) {
-  auto widen = [&](auto weights) {
-    using W = decltype(weights);
-    int64_t e = 0;
-    for (; e + 8 <= n; e += 8) _mm256_storeu_ps(out + e, W::Load(src, e));
-    for (; e < n; ++e) out[e] = W::Widen1(src, e);
-  };
-  if (dtype == DType::kF16) {
-    widen(F16Weights{});
-  } else {
-    widen(Bf16Weights{});
-  }
-}
+// Prefill tiles for DrivePanels (matmul_tiles_inl.h): W widened to f32 once, as the first
+// tile of x reads it, into panels of 4 rows; steps of 8 values. The same fused
+// multiply-adds per element as WideningKernel, the last partial step zero-filled (x by a
+// masked load, W in the panel).
+template <class Weights>
+struct FmaPanels {
+  // 3 x 4 accumulators, 3 rows of x and a weight vector: the 16 registers.
+  static constexpr int kR = 3;
+  static constexpr int kC = 4;
+  static constexpr int64_t kStepValues = 8;
+  static constexpr int64_t kPanelStepBytes = 32;
+  static constexpr int64_t kXStepBytes = 32;
+  static constexpr int64_t kAccBytes = 32;
+  // 3 rows of 128 steps (1024 values) of f32. One thread, m = 512, bf16 weights, Zen 5:
+  // k = 8192 72 -> 97 GFLOP/s against rows of x whole, other shapes within noise; 16 and
+  // 24 KiB were 8-15 % slower on k = 8192 (and L1 is 32 KiB on Zen 2 and 3).
+  static constexpr int64_t kXTileBytes = int64_t{12} << 10;
+  static constexpr int64_t kAhead = 8;
 
-// Rows of x from which prefill widens f16 and bf16 weights once per block of rows (every
-// tile of x then reads f32) and takes the 3 x 4 tiles: the same arithmetic per element.
+  template <int R, int C, bool kFill>
+  static void Tile(const GemmArgs& a, int64_t i0, int64_t j0, const PanelArgs& pa) {
+    const float* x[R];
+    BATON_UNROLL
+    for (int r = 0; r < R; ++r) x[r] = a.x + (i0 + r) * a.x_stride + pa.s0 * 8;
+    const uint8_t* w[C];
+    BATON_UNROLL
+    for (int c = 0; c < C; ++c) w[c] = a.w + (j0 + c) * a.w_row_bytes;
+    auto* panel = static_cast<float*>(pa.panel);
+    __m256 acc[R][C];
+    StartPanelTile<R, C>(pa, _mm256_setzero_ps(), acc);
+    const int64_t k_left = a.k - pa.s0 * 8;  // values from this chunk's first
+    const int64_t full = MinI64(pa.steps, k_left / 8);
+    for (int64_t s = 0; s < full; ++s) {
+      float* p = panel + s * C * 8;
+      const int64_t kk = (pa.s0 + s) * 8;
+      if constexpr (kFill) {
+        BATON_UNROLL
+        for (int c = 0; c < C; ++c) {
+          __builtin_prefetch(w[c] + C * a.w_row_bytes + Weights::kBytes * kk, 0, 3);
+        }
+      } else {
+        _mm_prefetch(reinterpret_cast<const char*>(p + kAhead * C * 8), _MM_HINT_T0);
+        if constexpr (C > 2) {
+          _mm_prefetch(reinterpret_cast<const char*>(p + kAhead * C * 8 + 16), _MM_HINT_T0);
+        }
+      }
+      __m256 xv[R];
+      BATON_UNROLL
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_loadu_ps(x[r] + s * 8);
+      BATON_UNROLL
+      for (int c = 0; c < C; ++c) {
+        __m256 wv;
+        if constexpr (kFill) {
+          wv = Weights::Load(w[c], kk);
+          _mm256_store_ps(p + c * 8, wv);
+        } else {
+          wv = _mm256_load_ps(p + c * 8);
+        }
+        BATON_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], wv, acc[r][c]);
+      }
+    }
+    if (full < pa.steps) {  // the row's last values, fewer than 8
+      const int64_t left = k_left - full * 8;
+      float* p = panel + full * C * 8;
+      const int64_t kk = (pa.s0 + full) * 8;
+      const __m256i mask = _mm256_cmpgt_epi32(_mm256_set1_epi32(static_cast<int>(left)),
+                                              _mm256_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7));
+      __m256 xv[R];
+      BATON_UNROLL
+      for (int r = 0; r < R; ++r) xv[r] = _mm256_maskload_ps(x[r] + full * 8, mask);
+      BATON_UNROLL
+      for (int c = 0; c < C; ++c) {
+        if constexpr (kFill) {
+          for (int64_t e = 0; e < 8; ++e)
+            p[c * 8 + e] = e < left ? Weights::Widen1(w[c], kk + e) : 0.0f;
+        }
+        const __m256 wv = _mm256_load_ps(p + c * 8);
+        BATON_UNROLL
+        for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(xv[r], wv, acc[r][c]);
+      }
+    }
+    if (EndPanelTile<R, C>(pa, acc)) StoreTile<R, C>(a, i0, j0, acc);
+  }
+};
+
+// Rows of x from which prefill takes FmaPanels for f32, f16 and bf16 weights.
 constexpr int64_t kPanelRows = 16;
-using PanelKernel = WideningKernel<F32Weights, 3, 4>;
 
 }  // namespace
 
@@ -207,13 +276,13 @@ void GemmAvx2(const GemmArgs& a, int64_t j0, int64_t j1) {
   const bool panels = a.m >= kPanelRows;
   switch (a.dtype) {
     case DType::kF32:
-      if (panels) return DriveTiles<PanelKernel>(a, j0, j1);
+      if (panels) return DrivePanels<FmaPanels<F32Weights>>(a, j0, j1);
       return DriveTiles<WideningKernel<F32Weights>>(a, j0, j1);
     case DType::kF16:
-      if (panels) return DriveDequantized<PanelKernel, WidenRow>(a, j0, j1);
+      if (panels) return DrivePanels<FmaPanels<F16Weights>>(a, j0, j1);
       return DriveTiles<WideningKernel<F16Weights>>(a, j0, j1);
     case DType::kBF16:
-      if (panels) return DriveDequantized<PanelKernel, WidenRow>(a, j0, j1);
+      if (panels) return DrivePanels<FmaPanels<Bf16Weights>>(a, j0, j1);
       return DriveTiles<WideningKernel<Bf16Weights>>(a, j0, j1);
     case DType::kQ8_0:
       return DriveTiles<Q8Kernel>(a, j0, j1);

@@ -29,20 +29,22 @@ struct TileTable {
   TileFn fn[K::kR][K::kWide];
 };
 
-template <class K, int R, int C>
-constexpr void FillTiles(TileTable<K>& t) {
-  t.fn[R - 1][C - 1] = &K::template Tile<R, C>;
-  if constexpr (C < K::kWide) {
-    FillTiles<K, R, C + 1>(t);
-  } else if constexpr (R < K::kR) {
-    FillTiles<K, R + 1, 1>(t);
+// f.template operator()<R, C>() for every 1 <= R <= kMaxR and 1 <= C <= kMaxC.
+template <int kMaxR, int kMaxC, int R = 1, int C = 1, class F>
+constexpr void ForEachTileShape(F& f) {
+  f.template operator()<R, C>();
+  if constexpr (C < kMaxC) {
+    ForEachTileShape<kMaxR, kMaxC, R, C + 1>(f);
+  } else if constexpr (R < kMaxR) {
+    ForEachTileShape<kMaxR, kMaxC, R + 1, 1>(f);
   }
 }
 
 template <class K>
 constexpr TileTable<K> MakeTileTable() {
   TileTable<K> t{};
-  FillTiles<K, 1, 1>(t);
+  auto fill = [&t]<int R, int C>() { t.fn[R - 1][C - 1] = &K::template Tile<R, C>; };
+  ForEachTileShape<K::kR, K::kWide>(fill);
   return t;
 }
 
@@ -93,6 +95,108 @@ void DriveTiles(const GemmArgs& a, int64_t j0, int64_t j1) {
       const int64_t width = r == 1 ? K::kWide : K::kC;
       for (int64_t j = jb; j < je; j += width) {
         kTiles.fn[r - 1][MinI64(width, je - j) - 1](a, i, j);
+      }
+    }
+  }
+}
+
+// Prefill over panels. A block of about kBlockBytes of W's rows is packed into panels of
+// K::kC rows, step by step (K::kC x K::kStepValues values per step, zeros past k), so
+// that a tile reads one sequential stream from L2 instead of C rows far apart. The first
+// tile of x over a panel reads W's rows (from memory, as it would anyway) and writes the
+// panel as it goes; every later tile reads the panel. Long rows are taken in chunks of
+// steps so that a tile's rows of x (K::kXTileBytes) stay in L1 while the block's panels go
+// by; between chunks the accumulators wait in memory as they are. So every output element
+// gets the same operations in the same order as the kernel's plain tiles.
+//
+// K provides kR, kC (the largest tile), kStepValues (values of k per step),
+// kPanelStepBytes (bytes of a panel row per step), kXStepBytes (the same for a row of x),
+// kAccBytes (one accumulator), kXTileBytes, and Tile<R, C, kFill>(args, i0, j0, PanelArgs)
+// for every R <= kR, C <= kC.
+struct PanelArgs {
+  void* panel;  // this panel's steps [s0, s0 + steps)
+  int64_t s0 = 0;
+  int64_t steps = 0;
+  void* partial;       // this tile's R x C accumulators between chunks
+  bool first = false;  // s0 == 0
+  bool last = false;   // s0 + steps covers k
+};
+
+using PanelFn = void (*)(const GemmArgs&, int64_t, int64_t, const PanelArgs&);
+
+// A panel tile's accumulators (V: the ISA's vector): zero in the first chunk of steps,
+// else as the previous chunk left them.
+template <int R, int C, class V>
+inline void StartPanelTile(const PanelArgs& pa, V zero, V (&acc)[R][C]) {
+  const V* partial = static_cast<const V*>(pa.partial);
+  BATON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    BATON_UNROLL
+    for (int c = 0; c < C; ++c) acc[r][c] = pa.first ? zero : partial[r * C + c];
+  }
+}
+
+// After a chunk: true in the last one (the caller sums and stores the tile), else the
+// accumulators are kept for the next chunk.
+template <int R, int C, class V>
+inline bool EndPanelTile(const PanelArgs& pa, V (&acc)[R][C]) {
+  if (pa.last) return true;
+  V* partial = static_cast<V*>(pa.partial);
+  BATON_UNROLL
+  for (int r = 0; r < R; ++r) {
+    BATON_UNROLL
+    for (int c = 0; c < C; ++c) partial[r * C + c] = acc[r][c];
+  }
+  return false;
+}
+
+template <class K>
+struct PanelTable {
+  PanelFn fn[2][K::kR][K::kC];  // [fill][R - 1][C - 1]
+};
+
+template <class K>
+constexpr PanelTable<K> MakePanelTable() {
+  PanelTable<K> t{};
+  auto fill = [&t]<int R, int C>() {
+    t.fn[0][R - 1][C - 1] = &K::template Tile<R, C, false>;
+    t.fn[1][R - 1][C - 1] = &K::template Tile<R, C, true>;
+  };
+  ForEachTileShape<K::kR, K::kC>(fill);
+  return t;
+}
+
+template <class K>
+void DrivePanels(const GemmArgs& a, int64_t j0, int64_t j1) {
+  static constexpr PanelTable<K> kTable = MakePanelTable<K>();
+  constexpr int64_t kR = K::kR;
+  constexpr int64_t kC = K::kC;
+  const int64_t steps = (a.k + K::kStepValues - 1) / K::kStepValues;
+  const int64_t chunk = MinI64(steps, K::kXTileBytes / (kR * K::kXStepBytes));
+  int64_t block_rows = kBlockBytes / (chunk * K::kPanelStepBytes);
+  block_rows = block_rows < kC ? kC : block_rows / kC * kC;
+  block_rows = MinI64(block_rows, (j1 - j0 + kC - 1) / kC * kC);
+  const int64_t m_tiles = (a.m + kR - 1) / kR;
+  const int64_t panel_bytes = block_rows * chunk * K::kPanelStepBytes;
+  const int64_t partial_bytes = chunk < steps ? m_tiles * kR * block_rows * K::kAccBytes : 0;
+  auto* scratch = reinterpret_cast<uint8_t*>(
+      ThreadScratch(static_cast<size_t>(panel_bytes + partial_bytes) / 4));
+  for (int64_t jb = j0; jb < j1; jb += block_rows) {
+    const int64_t je = MinI64(jb + block_rows, j1);
+    for (int64_t s0 = 0; s0 < steps; s0 += chunk) {
+      PanelArgs pa;
+      pa.s0 = s0;
+      pa.steps = MinI64(chunk, steps - s0);
+      pa.first = s0 == 0;
+      pa.last = s0 + pa.steps == steps;
+      for (int64_t i = 0; i < a.m; i += kR) {
+        const int64_t r = MinI64(kR, a.m - i);
+        for (int64_t j = jb; j < je; j += kC) {
+          const int64_t c = MinI64(kC, je - j);
+          pa.panel = scratch + (j - jb) * pa.steps * K::kPanelStepBytes;
+          pa.partial = scratch + panel_bytes + (i * block_rows + (j - jb) * kR) * K::kAccBytes;
+          kTable.fn[i == 0 ? 1 : 0][r - 1][c - 1](a, i, j, pa);
+        }
       }
     }
   }
