@@ -23,9 +23,11 @@ set_source_files_properties(
 # The AVX2 attention kernel, on the same terms.
 set_source_files_properties(${_baton_isa_dir}/attention_avx2.cc
                             PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
-# Elementwise ops (SwiGlu's exp) with AVX-512, on the same terms as attention.
+# Elementwise ops (SwiGlu's exp) with AVX-512 and AVX2, on the same terms as attention.
 set_source_files_properties(${_baton_isa_dir}/ops_avx512.cc
                             PROPERTIES COMPILE_OPTIONS "${_baton_avx512};-ffp-contract=off")
+set_source_files_properties(${_baton_isa_dir}/ops_avx2.cc
+                            PROPERTIES COMPILE_OPTIONS "${_baton_avx2};-ffp-contract=off")
 # Row dequantization of the quantized weight types: plain C++ block loops, vectorized at -O3
 # (at -O2 GCC 12 leaves them scalar); no contraction, so the values equal the reference's.
 set_source_files_properties(${_baton_isa_dir}/quant_dequant_avx2.cc

@@ -59,6 +59,10 @@ void SwiGlu(const float* gate, const float* up, int64_t n, float* out) {
     internal::SwiGluAvx512(gate, up, n, out);
     return;
   }
+  if (internal::CurrentIsa() >= internal::Isa::kAvx2) {
+    internal::SwiGluAvx2(gate, up, n, out);
+    return;
+  }
   for (int64_t i = 0; i < n; ++i) {
     const float g = gate[i];
     out[i] = g / (1.0f + std::exp(-g)) * up[i];
