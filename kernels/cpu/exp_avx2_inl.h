@@ -7,7 +7,8 @@ namespace {  // NOLINT(google-build-namespaces): one copy per ISA file is the po
 
 // exp(x) with the polynomial of exp_avx512_inl.h (Cephes expf, about 1 ulp), for
 // x <= 88.3: the kernels pass score - max <= 0, so there is no overflow to handle. Below
-// -87.3 the result is 0 in float anyway.
+// -87.3 it returns exp(-87.3), about 1.2e-38, where exp underflows to a subnormal or 0:
+// negligible next to the 1 that the largest score gives a softmax.
 inline __m256 Exp(__m256 x) {
   x = _mm256_max_ps(x, _mm256_set1_ps(-87.3f));
   const __m256 n = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),

@@ -273,7 +273,7 @@ constexpr int64_t kPanelRows = 16;
 }  // namespace
 
 void GemmAvx2(const GemmArgs& a, int64_t j0, int64_t j1) {
-  const bool panels = a.m >= kPanelRows;
+  const bool panels = a.m >= kPanelRows && a.k > 0;
   switch (a.dtype) {
     case DType::kF32:
       if (panels) return DrivePanels<FmaPanels<F32Weights>>(a, j0, j1);

@@ -140,7 +140,7 @@ struct DpBf16Panels {
 }  // namespace
 
 void GemmAvx512Bf16(const GemmArgs& a, int64_t j0, int64_t j1) {
-  if (a.m >= kPanelMinRows) {
+  if (a.m >= kPanelMinRows && a.k > 0) {
     DrivePanels<DpBf16Panels>(a, j0, j1);
     return;
   }

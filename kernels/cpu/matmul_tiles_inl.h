@@ -49,6 +49,7 @@ constexpr TileTable<K> MakeTileTable() {
 }
 
 inline int64_t MinI64(int64_t a, int64_t b) { return a < b ? a : b; }
+inline int64_t MaxI64(int64_t a, int64_t b) { return a > b ? a : b; }
 
 // Decode streams W from memory once, tile after tile, and a tile's rows are consecutive
 // rows of W, so the next tile's rows start right after its own, on pages where the
@@ -167,15 +168,18 @@ constexpr PanelTable<K> MakePanelTable() {
 }
 
 template <class K>
-void DrivePanels(const GemmArgs& a, int64_t j0, int64_t j1) {
+void DrivePanels(const GemmArgs& a, int64_t j0, int64_t j1) {  // k > 0
   static constexpr PanelTable<K> kTable = MakePanelTable<K>();
   constexpr int64_t kR = K::kR;
   constexpr int64_t kC = K::kC;
   const int64_t steps = (a.k + K::kStepValues - 1) / K::kStepValues;
   const int64_t chunk = MinI64(steps, K::kXTileBytes / (kR * K::kXStepBytes));
-  int64_t block_rows = kBlockBytes / (chunk * K::kPanelStepBytes);
-  block_rows = block_rows < kC ? kC : block_rows / kC * kC;
-  block_rows = MinI64(block_rows, (j1 - j0 + kC - 1) / kC * kC);
+  // Blocks of about kBlockBytes, as many as fit best, equal and in whole panels: a range
+  // of 64 rows with blocks of 60 would take a second pass over every row of x for 4 rows
+  // of W.
+  const int64_t budget = MaxI64(kC, kBlockBytes / (chunk * K::kPanelStepBytes));
+  const int64_t blocks = MaxI64(1, (j1 - j0 + budget / 2) / budget);
+  const int64_t block_rows = ((j1 - j0 + blocks - 1) / blocks + kC - 1) / kC * kC;
   const int64_t m_tiles = (a.m + kR - 1) / kR;
   const int64_t panel_bytes = block_rows * chunk * K::kPanelStepBytes;
   const int64_t partial_bytes = chunk < steps ? m_tiles * kR * block_rows * K::kAccBytes : 0;
@@ -194,7 +198,9 @@ void DrivePanels(const GemmArgs& a, int64_t j0, int64_t j1) {
         for (int64_t j = jb; j < je; j += kC) {
           const int64_t c = MinI64(kC, je - j);
           pa.panel = scratch + (j - jb) * pa.steps * K::kPanelStepBytes;
-          pa.partial = scratch + panel_bytes + (i * block_rows + (j - jb) * kR) * K::kAccBytes;
+          pa.partial = partial_bytes == 0 ? nullptr
+                                          : scratch + panel_bytes +
+                                                (i * block_rows + (j - jb) * kR) * K::kAccBytes;
           kTable.fn[i == 0 ? 1 : 0][r - 1][c - 1](a, i, j, pa);
         }
       }

@@ -400,15 +400,22 @@ TEST(MatMulTest, WidenedTypesMatchF32OnDequantizedWeights) {
 TEST(MatMulTest, ZeroKGivesBias) {
   ThreadPool pool(2);
   const float bias[] = {1.5f, -2.0f, 3.0f};
-  const float x[2] = {};
-  float y[6];
+  const float x[64] = {};
+  float y[64 * 3];
   for (Isa isa : SupportedIsas()) {
     ScopedIsa scoped(isa);
     for (DType dtype : kAllTypes) {
-      std::fill(std::begin(y), std::end(y), 7.0f);
-      MatMul(x, 2, 0, MatrixRef{dtype, nullptr, 3, 0}, bias, y, 3, &pool);
-      for (int i = 0; i < 2; ++i) {
-        for (int j = 0; j < 3; ++j) EXPECT_EQ(y[i * 3 + j], bias[j]);
+      // 2 rows: the tiles; 16 and 64: the prefill paths; with and without a pool.
+      for (int64_t m : {2, 16, 64}) {
+        for (ThreadPool* p : {&pool, static_cast<ThreadPool*>(nullptr)}) {
+          std::fill(std::begin(y), std::end(y), 7.0f);
+          MatMul(x, m, 0, MatrixRef{dtype, nullptr, 3, 0}, bias, y, 3, p);
+          for (int64_t i = 0; i < m; ++i) {
+            for (int j = 0; j < 3; ++j) {
+              ASSERT_EQ(y[i * 3 + j], bias[j]) << DTypeName(dtype) << " m=" << m;
+            }
+          }
+        }
       }
     }
   }
@@ -429,7 +436,7 @@ TEST(MatMulTest, BatchInvariant) {
       const std::vector<Shape> shapes =
           BlockOf(dtype) == 256  ? std::vector<Shape>{{37, 256}, {9, 2048}}
           : BlockOf(dtype) == 32 ? std::vector<Shape>{{37, 96}, {9, 2048}}
-                                 : std::vector<Shape>{{37, 100}, {9, 2048}, {6, 5003}};
+                                 : std::vector<Shape>{{37, 100}, {9, 2048}, {6, 5003}, {150, 2600}};
       for (const Shape& s : shapes) {
         const TestWeights w = MakeWeights(dtype, s.n, s.k, static_cast<uint32_t>(s.n + s.k));
         const std::vector<float> bias = RandomFloats(s.n, 3);
