@@ -40,7 +40,8 @@ bool IsWildcard(const sockaddr* a) {
   return false;
 }
 
-// UCX names an RDMA port "<device>:<port>" (mlx5_0:1).
+}  // namespace
+
 std::vector<std::string> RdmaPorts() {
   std::vector<std::string> out;
   std::error_code ec;
@@ -53,8 +54,6 @@ std::vector<std::string> RdmaPorts() {
   std::sort(out.begin(), out.end());
   return out;
 }
-
-}  // namespace
 
 absl::StatusOr<std::string> NetDevicesFor(std::string_view host, std::string_view flag) {
   if (host.empty()) return std::string();

@@ -9,6 +9,7 @@
 
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 
@@ -19,5 +20,8 @@ namespace baton::transport {
 // how KV crosses hosts on GPU clusters). "" (UCX's own choice) for a wildcard address
 // ("", 0.0.0.0, ::). NotFound, naming `flag`, when no interface holds the address.
 absl::StatusOr<std::string> NetDevicesFor(std::string_view host, std::string_view flag);
+
+// This host's RDMA ports, as UCX names them ("<device>:<port>", mlx5_0:1), sorted.
+std::vector<std::string> RdmaPorts();
 
 }  // namespace baton::transport

@@ -11,7 +11,9 @@ absl::Status RegisteredRegion::PackKey() {
   size_t rkey_bytes = 0;
   BATON_UCX_RETURN_IF_ERROR(ucp_rkey_pack(ucx_->context(), memh_, &rkey, &rkey_bytes),
                             "packing the remote key");
-  packed_rkey_.assign(static_cast<const char*>(rkey), rkey_bytes);
+  // Peers get the region's put key first (UcxEndpoint::ImportRegion), then UCX's key.
+  packed_rkey_.assign(reinterpret_cast<const char*>(&put_key_), sizeof(put_key_));
+  packed_rkey_.append(static_cast<const char*>(rkey), rkey_bytes);
   ucp_rkey_buffer_release(rkey);
   return absl::OkStatus();
 }
@@ -33,6 +35,8 @@ absl::StatusOr<std::unique_ptr<RegisteredRegion>> RegisteredRegion::Register(
   params.memory_type = memory_type;
   BATON_UCX_RETURN_IF_ERROR(ucp_mem_map(ucx.context(), &params, &r->memh_),
                             StrCat("registering ", bytes, " bytes with UCX"));
+  // Messaged puts are copies by this process's CPU: host memory only.
+  if (memory_type == UCS_MEMORY_TYPE_HOST) r->AcceptPutMessages();
   BATON_RETURN_IF_ERROR(r->PackKey());
   return r;
 }
@@ -55,11 +59,17 @@ absl::StatusOr<std::unique_ptr<RegisteredRegion>> RegisteredRegion::Allocate(Ucx
   BATON_UCX_RETURN_IF_ERROR(ucp_mem_query(r->memh_, &attr), "querying UCX's allocation");
   r->base_ = attr.address;
   r->bytes_ = bytes;
+  r->AcceptPutMessages();
   BATON_RETURN_IF_ERROR(r->PackKey());
   return r;
 }
 
+void RegisteredRegion::AcceptPutMessages() {
+  put_key_ = ucx_->put_targets().Add(static_cast<std::byte*>(base_), bytes_);
+}
+
 RegisteredRegion::~RegisteredRegion() {
+  if (put_key_ != 0) ucx_->put_targets().Remove(put_key_);
   if (memh_ != nullptr) ucp_mem_unmap(ucx_->context(), memh_);
 }
 

@@ -1,5 +1,6 @@
 // Memory registered with UCX once (ucp_mem_map), for the whole page pool: peers write
-// into it with RMA puts through its packed remote key. `memory_type` tells UCX where the
+// into it with RMA puts through its packed remote key, or with put messages
+// (put_message.h) where UCX has no native RMA to them. `memory_type` tells UCX where the
 // memory lives, so that a CUDA-enabled UCX carries GPU pages without staging.
 #pragma once
 
@@ -34,18 +35,22 @@ class RegisteredRegion {
   void* data() const { return base_; }
   size_t bytes() const { return bytes_; }
   ucp_mem_h memh() const { return memh_; }
-  // The remote key a peer unpacks to write here (opaque bytes).
+  // The remote key a peer imports to write here (opaque bytes: the key of its messaged puts,
+  // put_message.h, then UCX's packed remote key).
   const std::string& packed_rkey() const { return packed_rkey_; }
 
  private:
   RegisteredRegion() = default;
   // Fills packed_rkey_ from memh_.
   absl::Status PackKey();
+  // Lets peers' put messages write this region (UcxWorker::put_targets).
+  void AcceptPutMessages();
   UcxWorker* ucx_ = nullptr;
   void* base_ = nullptr;
   size_t bytes_ = 0;
   ucp_mem_h memh_ = nullptr;
   std::string packed_rkey_;
+  uint64_t put_key_ = 0;  // 0: no put messages (memory that is not the host's)
 };
 
 }  // namespace baton::transport

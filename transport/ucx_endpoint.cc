@@ -1,5 +1,6 @@
 #include "transport/ucx_endpoint.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -7,6 +8,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "transport/put_message.h"
 #include "transport/stream_copy.h"
 #include "transport/ucx_check.h"
 
@@ -65,17 +67,29 @@ UcxEndpoint::~UcxEndpoint() {
 }
 
 void UcxEndpoint::OnError(void* arg, ucp_ep_h /*ep*/, ucs_status_t status) {
+  auto* self = static_cast<UcxEndpoint*>(arg);
   int expected = UCS_OK;
-  static_cast<UcxEndpoint*>(arg)->failed_status_.compare_exchange_strong(expected, status);
+  self->failed_status_.compare_exchange_strong(expected, status);
+  // A fence's answer will not come from a failed peer: end its wait now.
+  std::lock_guard<std::mutex> lock(self->fences_mu_);
+  for (uint64_t sequence : self->open_fences_) self->ucx_.EndFence(sequence, status);
 }
 
 absl::Status UcxEndpoint::health() const {
-  return UcxStatus(static_cast<ucs_status_t>(failed_status_.load()), "the UCX peer");
+  BATON_RETURN_IF_ERROR(
+      UcxStatus(static_cast<ucs_status_t>(failed_status_.load()), "the UCX peer"));
+  return UcxStatus(static_cast<ucs_status_t>(send_status_->load()), "sending a put message");
 }
 
 absl::StatusOr<std::unique_ptr<RemoteRegion>> UcxEndpoint::ImportRegion(
     std::string_view packed_rkey, uint64_t base, uint64_t bytes) {
+  // A RegisteredRegion's key: its PutTargets key (8 bytes), then UCX's packed remote key.
   if (packed_rkey.empty()) return absl::InvalidArgumentError("the remote key is empty");
+  if (packed_rkey.size() <= sizeof(uint64_t)) {
+    return absl::InvalidArgumentError(StrCat("the remote key has ", packed_rkey.size(),
+                                             " bytes; it needs more than ", sizeof(uint64_t),
+                                             " (a put key, then UCX's)"));
+  }
   if (bytes == 0 || base + bytes < base) {
     return absl::InvalidArgumentError(
         StrCat("remote region [", base, ", +", bytes, ") is empty or wraps around"));
@@ -83,7 +97,9 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> UcxEndpoint::ImportRegion(
   std::unique_ptr<RemoteRegion> r(new RemoteRegion());
   r->base_ = base;
   r->bytes_ = bytes;
-  std::string key(packed_rkey);
+  uint64_t put_key = 0;
+  std::memcpy(&put_key, packed_rkey.data(), sizeof(put_key));
+  std::string key(packed_rkey.substr(sizeof(put_key)));
   BATON_UCX_RETURN_IF_ERROR(ucp_ep_rkey_unpack(ep_, key.data(), &r->rkey_),
                             "unpacking the peer's remote key");
   // Over shared memory the unpacked key has mapped the peer's segment here: a put is then
@@ -94,6 +110,11 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> UcxEndpoint::ImportRegion(
   if ((direct == nullptr || std::string_view(direct) != "0") &&
       ucp_rkey_ptr(r->rkey_, base, &mapped) == UCS_OK) {
     r->mapped_ = static_cast<std::byte*>(mapped);
+  }
+  // Messages where UCX would emulate its put with messages it must answer (ucx_worker.h);
+  // not to a shared-memory-only peer (no peer failure handling), where its puts are copies.
+  if (r->mapped_ == nullptr && ucx_.puts_as_messages() && detects_peer_failure_) {
+    r->put_key_ = put_key;
   }
   return r;
 }
@@ -111,6 +132,7 @@ absl::Status UcxEndpoint::Put(const void* local, size_t bytes, const RemoteRegio
     StreamCopy(remote.mapped_ + offset, local, bytes);
     return absl::OkStatus();
   }
+  if (remote.messaged()) return PutMessage(local, bytes, remote, offset);
   ucp_request_param_t param = {};
   if (local_region != nullptr) {
     param.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
@@ -127,6 +149,68 @@ absl::Status UcxEndpoint::Put(const void* local, size_t bytes, const RemoteRegio
     ucx_.Signal();
   }
   return absl::OkStatus();
+}
+
+namespace {
+
+// A put message's header, alive until UCX has sent it, and where a failed send is noted.
+struct PutInFlight {
+  PutMessageHeader header;
+  std::shared_ptr<std::atomic<int>> send_status;
+};
+
+void OnPutMessageSent(void* request, ucs_status_t status, void* user_data) {
+  auto* p = static_cast<PutInFlight*>(user_data);
+  int expected = UCS_OK;
+  if (status != UCS_OK) p->send_status->compare_exchange_strong(expected, status);
+  delete p;
+  ucp_request_free(request);
+}
+
+}  // namespace
+
+absl::Status UcxEndpoint::PutMessage(const void* local, size_t bytes, const RemoteRegion& remote,
+                                     uint64_t offset) {
+  auto* p = new PutInFlight{{remote.put_key_, offset}, send_status_};
+  ucp_request_param_t param = {};
+  param.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  param.cb.send = &OnPutMessageSent;
+  param.user_data = p;
+  // Eager: the peer's handler then holds every byte and copies it in order with the
+  // fence that follows (rendezvous would land later, and the peer refuses it).
+  param.flags = UCP_AM_SEND_FLAG_EAGER;
+  sent_messages_.store(true);
+  ucs_status_ptr_t request =
+      ucp_am_send_nbx(ep_, kPutMessageId, &p->header, sizeof(p->header), local, bytes, &param);
+  if (!UCS_PTR_IS_PTR(request)) {  // sent at once, or failed to post: no callback comes
+    delete p;
+    if (UCS_PTR_IS_ERR(request)) return UcxStatus(UCS_PTR_STATUS(request), "posting a put message");
+    return absl::OkStatus();
+  }
+  ucx_.Signal();
+  return absl::OkStatus();
+}
+
+absl::Status UcxEndpoint::Fence(absl::Time deadline) {
+  UcxCompletion* answered = UcxCompletion::New();
+  const uint64_t sequence = ucx_.OpenFence(answered);
+  {
+    std::lock_guard<std::mutex> lock(fences_mu_);
+    open_fences_.push_back(sequence);
+  }
+  // The peer may have failed before the fence was open: OnError then missed it.
+  if (failed_status_.load() != UCS_OK) {
+    ucx_.EndFence(sequence, static_cast<ucs_status_t>(failed_status_.load()));
+  }
+  const ucs_status_t sent = SendFenceMessage(ep_, kFenceId, sequence, UCP_AM_SEND_FLAG_REPLY);
+  if (sent != UCS_OK) ucx_.EndFence(sequence, sent);
+  ucx_.Signal();
+  absl::Status s = answered->WaitAndRelease(deadline, "the peer's answer to a fence", ucx_);
+  ucx_.ForgetFence(sequence);
+  std::lock_guard<std::mutex> lock(fences_mu_);
+  open_fences_.erase(std::find(open_fences_.begin(), open_fences_.end(), sequence));
+  return s;
 }
 
 absl::Status UcxEndpoint::Flush(absl::Time deadline) {
@@ -147,6 +231,10 @@ absl::Status UcxEndpoint::Flush(absl::Time deadline) {
   }
   ucx_.Signal();
   BATON_RETURN_IF_ERROR(done->WaitAndRelease(deadline, "flushing the UCX puts", ucx_));
+  BATON_RETURN_IF_ERROR(health());
+  // Every flush after the first put message fences: another thread's fence may have been
+  // sent before this thread's puts, so whether "one was sent since" says nothing here.
+  if (sent_messages_.load()) BATON_RETURN_IF_ERROR(Fence(deadline));
   return health();
 }
 

@@ -7,14 +7,18 @@
 //   BATON_ASSIGN_OR_RETURN(auto pool, ep->ImportRegion(ticket.rkey, base, bytes));
 //   BATON_RETURN_IF_ERROR(ep->Put(src, n, pool, offset));   // posted, not yet done
 //   BATON_RETURN_IF_ERROR(ep->Flush(deadline));             // every put landed
+//
+// Where UCX has no native RMA to the peer (tcp), puts go as messages (put_message.h).
 #pragma once
 
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
@@ -34,12 +38,16 @@ class RemoteRegion {
   // Whether the peer's memory is mapped into this process (shared memory: UCX's
   // ucp_rkey_ptr), so that a put is a plain copy (docs/transport.md, "Direct copies").
   bool mapped() const { return mapped_ != nullptr; }
+  // Whether puts into it go as messages that the peer copies into place (put_message.h):
+  // where it is not mapped, the worker sends puts as messages, and the peer accepts them.
+  bool messaged() const { return put_key_ != 0; }
 
  private:
   friend class UcxEndpoint;
   RemoteRegion() = default;
   ucp_rkey_h rkey_ = nullptr;
   std::byte* mapped_ = nullptr;  // the peer's `base` in this process, or null
+  uint64_t put_key_ = 0;         // the peer's PutTargets key when messaged(), else 0
   uint64_t base_ = 0;
   uint64_t bytes_ = 0;
 };
@@ -62,7 +70,9 @@ class UcxEndpoint {
   // OutOfRange when it does not fit.
   absl::Status Put(const void* local, size_t bytes, const RemoteRegion& remote, uint64_t offset,
                    const RegisteredRegion* local_region = nullptr);
-  // Waits until every put posted before it has landed in the peer's memory.
+  // Waits until every put posted before it has landed in the peer's memory. After messaged
+  // puts that takes a round trip: a fence message, which the peer answers once it has
+  // handled every message before it.
   absl::Status Flush(absl::Time deadline);
   // Unavailable once the peer has failed (it died, or the connection broke).
   absl::Status health() const;
@@ -76,8 +86,20 @@ class UcxEndpoint {
 
   UcxWorker& ucx_;
   ucp_ep_h ep_ = nullptr;
+  // Put() into a messaged() region.
+  absl::Status PutMessage(const void* local, size_t bytes, const RemoteRegion& remote,
+                          uint64_t offset);
+  // Sends a fence and waits for its answer (Flush after messaged puts).
+  absl::Status Fence(absl::Time deadline);
+
   std::atomic<int> failed_status_{UCS_OK};  // the endpoint's first error
   bool detects_peer_failure_ = true;
+  // The first failed send of a put message (UCX completes it later, maybe after this
+  // endpoint is gone: hence shared).
+  std::shared_ptr<std::atomic<int>> send_status_ = std::make_shared<std::atomic<int>>(UCS_OK);
+  std::atomic<bool> sent_messages_{false};  // Flush then fences
+  std::mutex fences_mu_;
+  std::vector<uint64_t> open_fences_;  // failed with the endpoint (OnError)
 };
 
 }  // namespace baton::transport

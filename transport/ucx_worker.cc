@@ -2,13 +2,19 @@
 
 #include <poll.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
+#include <initializer_list>
 #include <string>
 #include <thread>
 #include <utility>
 
+#include "common/log.h"
+#include "common/status.h"
 #include "common/strings.h"
+#include "transport/net_devices.h"
 #include "transport/ucx_check.h"
 
 namespace baton::transport {
@@ -43,7 +49,11 @@ absl::Status UcxCompletion::WaitAndRelease(absl::Time deadline, const std::strin
   return UcxStatus(status, what);
 }
 
-bool MayUseSharedMemory(std::string_view transports) {
+namespace {
+
+// Whether UCX may choose one of `names` for `transports` (UCX_TLS syntax; empty: the
+// UCX_TLS variable, and when that is unset too, UCX's choice: all of them).
+bool MayUseAnyOf(std::string_view transports, std::initializer_list<std::string_view> names) {
   std::string tls(transports);
   if (tls.empty()) {
     const char* env = std::getenv("UCX_TLS");
@@ -57,11 +67,30 @@ bool MayUseSharedMemory(std::string_view transports) {
     size_t comma = tls.find(',', start);
     if (comma == std::string::npos) comma = tls.size();
     const std::string_view name(tls.data() + start, comma - start);
-    named = named || name == "sm" || name == "shm" || name == "posix" || name == "sysv" ||
+    named = named || std::find(names.begin(), names.end(), name) != names.end() ||
             (!excluding && name == "all");
     start = comma + 1;
   }
   return excluding ? !named : named;
+}
+
+bool PutsAsMessages(const UcxOptions& options) {
+  if (options.puts_as_messages.has_value()) return *options.puts_as_messages;
+  if (const char* env = std::getenv("BATON_UCX_PUT_MESSAGES"); env != nullptr && *env != 0) {
+    return std::string_view(env) != "0";
+  }
+  return !MayUseRdma(options.transports) || RdmaPorts().empty();
+}
+
+}  // namespace
+
+bool MayUseSharedMemory(std::string_view transports) {
+  return MayUseAnyOf(transports, {"sm", "shm", "posix", "sysv"});
+}
+
+bool MayUseRdma(std::string_view transports) {
+  return MayUseAnyOf(transports, {"ib", "rc", "rc_v", "rc_verbs", "rc_x", "rc_mlx5", "dc", "dc_x",
+                                  "dc_mlx5", "ud", "ud_v", "ud_verbs", "ud_x", "ud_mlx5"});
 }
 
 absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxOptions& options) {
@@ -85,7 +114,8 @@ absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxOptions& o
   }
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-  params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
+  // RMA for UCX's puts, AM for messaged puts (put_message.h).
+  params.features = UCP_FEATURE_RMA | UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
   params.mt_workers_shared = 1;
   const ucs_status_t init = ucp_init(&params, config, &w->context_);
   ucp_config_release(config);
@@ -96,6 +126,8 @@ absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxOptions& o
   wp.thread_mode = UCS_THREAD_MODE_MULTI;
   BATON_UCX_RETURN_IF_ERROR(ucp_worker_create(w->context_, &wp, &w->worker_),
                             "creating the UCP worker");
+  BATON_RETURN_IF_ERROR(w->SetMessageHandlers());
+  w->puts_as_messages_ = PutsAsMessages(options);
   ucp_address_t* address = nullptr;
   size_t length = 0;
   BATON_UCX_RETURN_IF_ERROR(ucp_worker_get_address(w->worker_, &address, &length),
@@ -157,6 +189,105 @@ void UcxWorker::Progress() {
     // (a quarter of a core).
     if (::poll(&p, 1, kSleepMs) > 0) last_work = std::chrono::steady_clock::now();
   }
+}
+
+absl::Status UcxWorker::SetMessageHandlers() {
+  const struct {
+    unsigned id;
+    ucp_am_recv_callback_t cb;
+  } handlers[] = {{kPutMessageId, &UcxWorker::OnPutMessage},
+                  {kFenceId, &UcxWorker::OnFence},
+                  {kFenceAckId, &UcxWorker::OnFenceAck}};
+  for (const auto& h : handlers) {
+    ucp_am_handler_param_t p = {};
+    p.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+                   UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+    p.id = h.id;
+    p.flags = UCP_AM_FLAG_WHOLE_MSG;
+    p.cb = h.cb;
+    p.arg = this;
+    BATON_UCX_RETURN_IF_ERROR(ucp_worker_set_am_recv_handler(worker_, &p),
+                              "setting the UCX active-message handlers");
+  }
+  return absl::OkStatus();
+}
+
+ucs_status_t UcxWorker::OnPutMessage(void* arg, const void* header, size_t header_length,
+                                     void* data, size_t length, const ucp_am_recv_param_t* param) {
+  auto* self = static_cast<UcxWorker*>(arg);
+  // Baton's senders force eager messages; a rendezvous one did not come from them: refuse it
+  // (its sender's send fails with this status).
+  absl::Status s = (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0
+                       ? absl::InvalidArgumentError("a put message came by rendezvous")
+                       : self->put_targets_.Write(header, header_length, data, length);
+  if (s.ok()) return UCS_OK;
+  // A peer with a stale or forged key, or a bug: the bytes are dropped, never written out of
+  // place. The first few are logged; the count is kept.
+  if (self->refused_put_messages_.fetch_add(1) < 8) LogWarn("UCX: refused %s", s.message());
+  return (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) != 0 ? UCS_ERR_REJECTED : UCS_OK;
+}
+
+ucs_status_t SendFenceMessage(ucp_ep_h ep, unsigned id, uint64_t sequence, uint32_t flags) {
+  auto* header = new FenceHeader{sequence};  // UCX reads it until the send completes
+  ucp_request_param_t p = {};
+  p.op_attr_mask =
+      UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
+  p.cb.send = [](void* request, ucs_status_t /*status*/, void* user_data) {
+    delete static_cast<FenceHeader*>(user_data);
+    ucp_request_free(request);
+  };
+  p.user_data = header;
+  p.flags = UCP_AM_SEND_FLAG_EAGER | flags;
+  ucs_status_ptr_t request = ucp_am_send_nbx(ep, id, header, sizeof(*header), nullptr, 0, &p);
+  if (UCS_PTR_IS_PTR(request)) return UCS_OK;  // posted: the callback frees the header
+  delete header;                               // sent at once, or failed: no callback comes
+  return UCS_PTR_STATUS(request);
+}
+
+ucs_status_t UcxWorker::OnFence(void* /*arg*/, const void* header, size_t header_length,
+                                void* /*data*/, size_t /*length*/,
+                                const ucp_am_recv_param_t* param) {
+  // Messages on one endpoint are handled in order: every put sent before this fence has
+  // been written by now. Answer on the sender's endpoint (a send from a handler is allowed;
+  // only progress is not). A dead sender fails the send, which is then dropped.
+  FenceHeader h;
+  if (header_length != sizeof(h) || (param->recv_attr & UCP_AM_RECV_ATTR_FIELD_REPLY_EP) == 0 ||
+      param->reply_ep == nullptr) {
+    return UCS_OK;
+  }
+  std::memcpy(&h, header, sizeof(h));
+  (void)SendFenceMessage(param->reply_ep, kFenceAckId, h.sequence, 0);
+  return UCS_OK;
+}
+
+ucs_status_t UcxWorker::OnFenceAck(void* arg, const void* header, size_t header_length,
+                                   void* /*data*/, size_t /*length*/,
+                                   const ucp_am_recv_param_t* /*param*/) {
+  FenceHeader h;
+  if (header_length != sizeof(h)) return UCS_OK;
+  std::memcpy(&h, header, sizeof(h));
+  static_cast<UcxWorker*>(arg)->EndFence(h.sequence, UCS_OK);
+  return UCS_OK;
+}
+
+uint64_t UcxWorker::OpenFence(UcxCompletion* done) {
+  std::lock_guard<std::mutex> lock(fences_mu_);
+  const uint64_t sequence = next_fence_++;
+  fences_.emplace(sequence, done);
+  return sequence;
+}
+
+void UcxWorker::EndFence(uint64_t sequence, ucs_status_t status) {
+  std::lock_guard<std::mutex> lock(fences_mu_);
+  const auto it = fences_.find(sequence);
+  if (it == fences_.end()) return;  // answered already, or its poster gave up
+  it->second->Complete(status);
+  fences_.erase(it);
+}
+
+void UcxWorker::ForgetFence(uint64_t sequence) {
+  std::lock_guard<std::mutex> lock(fences_mu_);
+  fences_.erase(sequence);
 }
 
 }  // namespace baton::transport

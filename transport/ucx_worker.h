@@ -13,14 +13,17 @@
 #include <condition_variable>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/time/time.h"
+#include "transport/put_message.h"
 #include "ucp/api/ucp.h"
 
 namespace baton::transport {
@@ -30,6 +33,11 @@ struct UcxOptions {
   // UCX_NET_DEVICES syntax ("lo", "eth0,mlx5_0:1"; NetDevicesFor). Empty, or when the
   // UCX_NET_DEVICES variable is set (the operator's choice wins): UCX's.
   std::string net_devices = {};
+  // Whether puts into peers' memory that is not mapped here go as messages (put_message.h)
+  // rather than UCX puts. Unset: BATON_UCX_PUT_MESSAGES (1 or 0) when set, else yes when UCX
+  // may not use RDMA (no RDMA port on this host, or `transports` names none), where UCX's
+  // own puts would be emulated with messages anyway.
+  std::optional<bool> puts_as_messages = std::nullopt;
 };
 
 class UcxWorker;
@@ -38,6 +46,14 @@ class UcxWorker;
 // empty: the UCX_TLS variable, and when that is unset too, UCX's choice, which includes
 // shared memory).
 bool MayUseSharedMemory(std::string_view transports);
+
+// Whether UCX may choose an RDMA transport (rc, dc, ud and their variants, ib) for
+// `transports`, read as MayUseSharedMemory reads it. This says nothing of the devices.
+bool MayUseRdma(std::string_view transports);
+
+// Sends a FenceHeader message (put_message.h) of `id` with `sequence`, eager, plus
+// `flags` (UCP_AM_SEND_FLAG_*). UCS_OK once sent or posted; else UCX's error.
+ucs_status_t SendFenceMessage(ucp_ep_h ep, unsigned id, uint64_t sequence, uint32_t flags);
 
 // The outcome of one UCX operation, shared by the poster and UCX's callback. The poster
 // waits with WaitAndRelease(); if it gives up first, the UcxWorker keeps the completion
@@ -81,6 +97,20 @@ class UcxWorker {
   // Keeps a completion whose poster stopped waiting, until the worker is destroyed.
   void Adopt(UcxCompletion* completion);
 
+  // Whether endpoints send puts into unmapped peer memory as messages (UcxOptions).
+  bool puts_as_messages() const { return puts_as_messages_; }
+  // The regions of this process that peers' messaged puts may write.
+  PutTargets& put_targets() { return put_targets_; }
+  // Put messages refused so far (an unknown key, or bytes past a region's end).
+  uint64_t refused_put_messages() const { return refused_put_messages_.load(); }
+
+  // Fences (UcxEndpoint::Flush of messaged puts): OpenFence keeps `done` under a new
+  // sequence number until the peer's answer completes it (UCS_OK), or EndFence(sequence,
+  // an error) does, or ForgetFence drops it (its poster stopped waiting).
+  uint64_t OpenFence(UcxCompletion* done);
+  void EndFence(uint64_t sequence, ucs_status_t status);
+  void ForgetFence(uint64_t sequence);
+
  private:
   UcxWorker() = default;
   void Progress();
@@ -94,6 +124,22 @@ class UcxWorker {
   std::thread progress_;
   std::mutex adopted_mu_;
   std::vector<UcxCompletion*> adopted_;
+
+  // The receiving side of put_message.h, on the progress thread.
+  static ucs_status_t OnPutMessage(void* arg, const void* header, size_t header_length, void* data,
+                                   size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnFence(void* arg, const void* header, size_t header_length, void* data,
+                              size_t length, const ucp_am_recv_param_t* param);
+  static ucs_status_t OnFenceAck(void* arg, const void* header, size_t header_length, void* data,
+                                 size_t length, const ucp_am_recv_param_t* param);
+  absl::Status SetMessageHandlers();
+
+  bool puts_as_messages_ = false;
+  PutTargets put_targets_;
+  std::atomic<uint64_t> refused_put_messages_{0};
+  std::mutex fences_mu_;
+  uint64_t next_fence_ = 1;
+  std::unordered_map<uint64_t, UcxCompletion*> fences_;
 };
 
 }  // namespace baton::transport

@@ -71,6 +71,33 @@ TEST_P(UcxTransferTest, PutsLandInAnotherWorkersRegisteredMemory) {
   EXPECT_EQ((*ep)->ImportRegion("", 0, 16).status().code(), absl::StatusCode::kInvalidArgument);
 }
 
+// Over tcp, puts go as messages that the receiver checks (put_message.h): a sender with a
+// forged key writes nothing, its flush still ends, and the receiver counts the refusals.
+TEST_P(UcxTransferTest, PutMessagesWithAForgedKeyWriteNothing) {
+  auto receiver = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  auto sender = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  std::vector<uint8_t> pool(kBytes, 0);
+  auto region = RegisteredRegion::Register(**receiver, pool.data(), pool.size());
+  ASSERT_TRUE(region.ok()) << region.status();
+  auto ep = UcxEndpoint::Connect(**sender, (*receiver)->address());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  std::string forged = (*region)->packed_rkey();
+  forged[0] = static_cast<char>(forged[0] ^ 1);  // the put key comes first
+  auto remote = (*ep)->ImportRegion(forged, (*region)->base(), kBytes);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  if (!(*remote)->messaged()) GTEST_SKIP() << GetParam() << " puts are not messages here";
+  const std::vector<uint8_t> data = Pattern(kChunk * 4, 17);
+  absl::Status s = PutAll(**ep, **remote, data, nullptr);
+  ASSERT_TRUE(s.ok()) << s;
+  EXPECT_EQ((*receiver)->refused_put_messages(), 4U);
+  EXPECT_TRUE(std::all_of(pool.begin(), pool.end(), [](uint8_t b) { return b == 0; }))
+      << "a forged key wrote into the receiver's memory";
+  remote->reset();
+  ep->reset();
+}
+
 // A pool UCX allocated itself is written by puts like registered memory (on
 // shared memory, directly by the sender's copy: docs/transport.md).
 TEST_P(UcxTransferTest, PutsLandInMemoryUcxAllocated) {
@@ -184,6 +211,50 @@ TEST_P(UcxTransferTest, AKilledPeerFailsTheSenderInsteadOfHangingIt) {
   }
   EXPECT_FALSE(s.ok()) << "50 puts into a killed process all succeeded";
   EXPECT_LT(absl::Now() - start, absl::Seconds(60));
+}
+
+// The receiver's side of a sender killed mid-stream: over tcp, UCX 1.13's own puts would
+// have this process answer each one, and an answer to the dead sender aborts it
+// (put_message.h). This process must live on, and take puts from another sender. Small
+// puts make the window wide: with BATON_UCX_PUT_MESSAGES=0 (UCX's puts) this test aborted
+// in about 1 round of 30 (2026-12-05).
+TEST_P(UcxTransferTest, ASenderKilledMidStreamLeavesTheReceiverWorking) {
+  if (std::string_view(GetParam()) == "sm") {
+    GTEST_SKIP()
+        << "shared memory cannot notice a dead peer: its senders are not killed mid-stream "
+           "here (docs/disaggregation.md, 'Known limits')";
+  }
+  auto receiver = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(receiver.ok()) << receiver.status();
+  std::vector<uint8_t> pool(kBytes, 0);
+  auto region = RegisteredRegion::Register(**receiver, pool.data(), pool.size());
+  ASSERT_TRUE(region.ok()) << region.status();
+  constexpr int kRounds = 40;
+  for (int round = 0; round < kRounds; ++round) {
+    ChildProcess peer({BATON_UCX_PEER, GetParam(), std::to_string(kBytes), "5", "send",
+                       baton::testing::Hex((*receiver)->address()),
+                       baton::testing::Hex((*region)->packed_rkey()),
+                       std::to_string((*region)->base()), "4096"});
+    std::string line = peer.ReadLine();
+    while (line.starts_with("[")) line = peer.ReadLine();  // UCX logs to stdout
+    ASSERT_EQ(line, "sending");
+    absl::SleepFor(absl::Microseconds(997 * round % 20011));  // kill at 0-20 ms in
+    peer.Signal(SIGKILL);
+    EXPECT_EQ(peer.Wait(), 128 + SIGKILL);
+  }
+  absl::SleepFor(absl::Milliseconds(200));  // what the dead senders left is handled by now
+  EXPECT_EQ((*receiver)->refused_put_messages(), 0U);
+  auto sender = UcxWorker::Create({.transports = GetParam()});
+  ASSERT_TRUE(sender.ok()) << sender.status();
+  auto ep = UcxEndpoint::Connect(**sender, (*receiver)->address());
+  ASSERT_TRUE(ep.ok()) << ep.status();
+  auto remote = (*ep)->ImportRegion((*region)->packed_rkey(), (*region)->base(), kBytes);
+  ASSERT_TRUE(remote.ok()) << remote.status();
+  const std::vector<uint8_t> data = Pattern(kBytes, 13);
+  ASSERT_TRUE(PutAll(**ep, **remote, data, nullptr).ok());
+  EXPECT_TRUE(pool == data) << "the receiver's memory differs from what was put";
+  remote->reset();
+  ep->reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Transports, UcxTransferTest, ::testing::Values("tcp", "sm"),
