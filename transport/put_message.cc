@@ -7,6 +7,39 @@
 
 namespace baton::transport {
 
+namespace {
+
+constexpr char kRegionKeyTag[4] = {'B', 'P', 'K', '1'};
+constexpr size_t kRegionKeyHeader = sizeof(kRegionKeyTag) + 2 * sizeof(uint64_t);
+
+}  // namespace
+
+std::string PackRegionKey(const RegionKey& key) {
+  std::string out(kRegionKeyTag, sizeof(kRegionKeyTag));
+  out.append(reinterpret_cast<const char*>(&key.put_key), sizeof(key.put_key));
+  out.append(reinterpret_cast<const char*>(&key.base), sizeof(key.base));
+  out.append(key.ucx);
+  return out;
+}
+
+absl::StatusOr<RegionKey> ParseRegionKey(std::string_view bytes) {
+  if (bytes.size() <= kRegionKeyHeader) {
+    return absl::InvalidArgumentError(StrCat("the remote key has ", bytes.size(),
+                                             " bytes; a Baton region key has more than ",
+                                             kRegionKeyHeader));
+  }
+  if (bytes.substr(0, sizeof(kRegionKeyTag)) != std::string_view(kRegionKeyTag, 4)) {
+    return absl::InvalidArgumentError(
+        "the remote key is not a Baton region key of this version (BPK1): is the peer "
+        "from a release before 2026-12-05? Upgrade prefill and decode workers together");
+  }
+  RegionKey key;
+  std::memcpy(&key.put_key, bytes.data() + 4, sizeof(key.put_key));
+  std::memcpy(&key.base, bytes.data() + 12, sizeof(key.base));
+  key.ucx = bytes.substr(kRegionKeyHeader);
+  return key;
+}
+
 uint64_t PutTargets::Add(std::byte* base, size_t bytes) {
   std::random_device random;  // the kernel's randomness: keys must not be guessable
   std::lock_guard<std::mutex> lock(mu_);

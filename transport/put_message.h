@@ -15,9 +15,12 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include "absl/status/status.h"
+#include "absl/status/statusor.h"
 
 namespace baton::transport {
 
@@ -36,6 +39,20 @@ struct PutMessageHeader {
 struct FenceHeader {
   uint64_t sequence = 0;  // the sender's; the answer repeats it
 };
+
+// A registered region's remote key as peers get it (RegisteredRegion::packed_rkey): a
+// 4-byte tag and version ("BPK1"), the region's put key and base (8 bytes each), then UCX's
+// packed key. The tag makes a key of another format a clear error rather than bytes that
+// UCX would unpack without knowing their length.
+struct RegionKey {
+  uint64_t put_key = 0;  // PutTargets key; 0 when the region takes no put messages
+  uint64_t base = 0;     // the region's first byte in its process; put offsets count from it
+  std::string_view ucx;  // UCX's packed remote key
+};
+std::string PackRegionKey(const RegionKey& key);
+// InvalidArgument, naming what is wrong, unless `bytes` is PackRegionKey's output with a
+// non-empty UCX key. The result's `ucx` points into `bytes`.
+absl::StatusOr<RegionKey> ParseRegionKey(std::string_view bytes);
 
 // The regions of this process that messaged puts may write, by key. Thread-safe: the UCX
 // progress thread writes while others add and remove regions.

@@ -2,6 +2,7 @@
 
 #include "common/status.h"
 #include "common/strings.h"
+#include "transport/put_message.h"
 #include "transport/ucx_check.h"
 
 namespace baton::transport {
@@ -11,9 +12,9 @@ absl::Status RegisteredRegion::PackKey() {
   size_t rkey_bytes = 0;
   BATON_UCX_RETURN_IF_ERROR(ucp_rkey_pack(ucx_->context(), memh_, &rkey, &rkey_bytes),
                             "packing the remote key");
-  // Peers get the region's put key first (UcxEndpoint::ImportRegion), then UCX's key.
-  packed_rkey_.assign(reinterpret_cast<const char*>(&put_key_), sizeof(put_key_));
-  packed_rkey_.append(static_cast<const char*>(rkey), rkey_bytes);
+  // Peers get the region's put key and base with UCX's key (put_message.h, RegionKey).
+  packed_rkey_ = PackRegionKey(
+      {put_key_, base(), std::string_view(static_cast<const char*>(rkey), rkey_bytes)});
   ucp_rkey_buffer_release(rkey);
   return absl::OkStatus();
 }

@@ -83,13 +83,8 @@ absl::Status UcxEndpoint::health() const {
 
 absl::StatusOr<std::unique_ptr<RemoteRegion>> UcxEndpoint::ImportRegion(
     std::string_view packed_rkey, uint64_t base, uint64_t bytes) {
-  // A RegisteredRegion's key: its PutTargets key (8 bytes), then UCX's packed remote key.
   if (packed_rkey.empty()) return absl::InvalidArgumentError("the remote key is empty");
-  if (packed_rkey.size() <= sizeof(uint64_t)) {
-    return absl::InvalidArgumentError(StrCat("the remote key has ", packed_rkey.size(),
-                                             " bytes; it needs more than ", sizeof(uint64_t),
-                                             " (a put key, then UCX's)"));
-  }
+  BATON_ASSIGN_OR_RETURN(const RegionKey region_key, ParseRegionKey(packed_rkey));
   if (bytes == 0 || base + bytes < base) {
     return absl::InvalidArgumentError(
         StrCat("remote region [", base, ", +", bytes, ") is empty or wraps around"));
@@ -97,9 +92,7 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> UcxEndpoint::ImportRegion(
   std::unique_ptr<RemoteRegion> r(new RemoteRegion());
   r->base_ = base;
   r->bytes_ = bytes;
-  uint64_t put_key = 0;
-  std::memcpy(&put_key, packed_rkey.data(), sizeof(put_key));
-  std::string key(packed_rkey.substr(sizeof(put_key)));
+  std::string key(region_key.ucx);
   BATON_UCX_RETURN_IF_ERROR(ucp_ep_rkey_unpack(ep_, key.data(), &r->rkey_),
                             "unpacking the peer's remote key");
   // Over shared memory the unpacked key has mapped the peer's segment here: a put is then
@@ -113,8 +106,17 @@ absl::StatusOr<std::unique_ptr<RemoteRegion>> UcxEndpoint::ImportRegion(
   }
   // Messages where UCX would emulate its put with messages it must answer (ucx_worker.h);
   // not to a shared-memory-only peer (no peer failure handling), where its puts are copies.
-  if (r->mapped_ == nullptr && ucx_.puts_as_messages() && detects_peer_failure_) {
-    r->put_key_ = put_key;
+  if (r->mapped_ == nullptr && ucx_.puts_as_messages() && detects_peer_failure_ &&
+      region_key.put_key != 0) {
+    // A message's offset counts from the registered region's start, a UCX put's address
+    // from `base`: the imported range must lie inside the region that was registered.
+    if (base < region_key.base) {
+      return absl::InvalidArgumentError(StrCat("remote region [", base, ", +", bytes,
+                                               ") starts before its registration at ",
+                                               region_key.base));
+    }
+    r->put_key_ = region_key.put_key;
+    r->put_offset_ = base - region_key.base;
   }
   return r;
 }
@@ -171,7 +173,7 @@ void OnPutMessageSent(void* request, ucs_status_t status, void* user_data) {
 
 absl::Status UcxEndpoint::PutMessage(const void* local, size_t bytes, const RemoteRegion& remote,
                                      uint64_t offset) {
-  auto* p = new PutInFlight{{remote.put_key_, offset}, send_status_};
+  auto* p = new PutInFlight{{remote.put_key_, remote.put_offset_ + offset}, send_status_};
   ucp_request_param_t param = {};
   param.op_attr_mask =
       UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;

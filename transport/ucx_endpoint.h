@@ -48,6 +48,7 @@ class RemoteRegion {
   ucp_rkey_h rkey_ = nullptr;
   std::byte* mapped_ = nullptr;  // the peer's `base` in this process, or null
   uint64_t put_key_ = 0;         // the peer's PutTargets key when messaged(), else 0
+  uint64_t put_offset_ = 0;      // base_ - the registered region's base, for messages
   uint64_t base_ = 0;
   uint64_t bytes_ = 0;
 };

@@ -112,6 +112,17 @@ absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxOptions& o
       return UcxStatus(s, StrCat("UCX network devices '", options.net_devices, "'"));
     }
   }
+  w->puts_as_messages_ = PutsAsMessages(options);
+  // A fence is answered after every earlier put message was written only if all of an
+  // endpoint's eager fragments travel on one lane, in order (put_message.h). 1 is UCX's
+  // default; an operator's UCX_MAX_EAGER_RAILS is overridden here.
+  if (w->puts_as_messages_) {
+    const ucs_status_t s = ucp_config_modify(config, "MAX_EAGER_RAILS", "1");
+    if (s != UCS_OK) {
+      ucp_config_release(config);
+      return UcxStatus(s, "UCX's MAX_EAGER_RAILS");
+    }
+  }
   ucp_params_t params = {};
   params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
   // RMA for UCX's puts, AM for messaged puts (put_message.h).
@@ -127,7 +138,6 @@ absl::StatusOr<std::unique_ptr<UcxWorker>> UcxWorker::Create(const UcxOptions& o
   BATON_UCX_RETURN_IF_ERROR(ucp_worker_create(w->context_, &wp, &w->worker_),
                             "creating the UCP worker");
   BATON_RETURN_IF_ERROR(w->SetMessageHandlers());
-  w->puts_as_messages_ = PutsAsMessages(options);
   ucp_address_t* address = nullptr;
   size_t length = 0;
   BATON_UCX_RETURN_IF_ERROR(ucp_worker_get_address(w->worker_, &address, &length),

@@ -4,6 +4,8 @@
 // then exactly there; every other byte of both regions, and the guard bytes around them,
 // stays as it was.
 //
+// The input is also parsed as a region key (ParseRegionKey), which must round-trip.
+//
 // Input: 1 byte of header length (0-31), that many header bytes (a key byte of 0-3 picks
 // one of the two real keys, 0 or a stray key; the rest is taken as is), 2 bytes of payload
 // length; repeated.
@@ -11,6 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string_view>
 #include <vector>
 
 #include "transport/put_message.h"
@@ -29,6 +32,12 @@ constexpr size_t kGuard = 64;
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  // The same bytes as a region key (the other parser of this protocol): a key that parses
+  // packs back to the same bytes.
+  const std::string_view bytes(reinterpret_cast<const char*>(data), size);
+  if (auto key = baton::transport::ParseRegionKey(bytes); key.ok()) {
+    Check(baton::transport::PackRegionKey(*key) == bytes);
+  }
   PutTargets targets;
   // Two regions inside one buffer, with guard bytes before, between and after.
   const size_t sizes[2] = {100, 4096};

@@ -3,6 +3,7 @@
 #include "transport/put_message.h"
 
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "gtest/gtest.h"
@@ -47,6 +48,22 @@ TEST(PutTargetsTest, WritesOnlyWithinTheRegionItsKeyNames) {
   targets.Remove(kb);
   EXPECT_EQ(targets.Write(&h, sizeof(h), data.data(), 16).code(), absl::StatusCode::kNotFound);
   EXPECT_EQ(b[0], std::byte{0});
+}
+
+TEST(RegionKeyTest, RoundTripsAndRefusesOtherFormats) {
+  const std::string packed = PackRegionKey({0x1122334455667788, 4096, "ucx-bytes"});
+  auto key = ParseRegionKey(packed);
+  ASSERT_TRUE(key.ok()) << key.status();
+  EXPECT_EQ(key->put_key, 0x1122334455667788U);
+  EXPECT_EQ(key->base, 4096U);
+  EXPECT_EQ(key->ucx, "ucx-bytes");
+  // Too short (no UCX key), another tag (a key from before the tag), empty.
+  EXPECT_EQ(ParseRegionKey(PackRegionKey({1, 2, ""})).status().code(),
+            absl::StatusCode::kInvalidArgument);
+  std::string other = packed;
+  other[3] = '0';
+  EXPECT_EQ(ParseRegionKey(other).status().code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_EQ(ParseRegionKey("").status().code(), absl::StatusCode::kInvalidArgument);
 }
 
 }  // namespace

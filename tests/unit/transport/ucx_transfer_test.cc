@@ -84,7 +84,7 @@ TEST_P(UcxTransferTest, PutMessagesWithAForgedKeyWriteNothing) {
   auto ep = UcxEndpoint::Connect(**sender, (*receiver)->address());
   ASSERT_TRUE(ep.ok()) << ep.status();
   std::string forged = (*region)->packed_rkey();
-  forged[0] = static_cast<char>(forged[0] ^ 1);  // the put key comes first
+  forged[4] = static_cast<char>(forged[4] ^ 1);  // the put key, after the tag (RegionKey)
   auto remote = (*ep)->ImportRegion(forged, (*region)->base(), kBytes);
   ASSERT_TRUE(remote.ok()) << remote.status();
   if (!(*remote)->messaged()) GTEST_SKIP() << GetParam() << " puts are not messages here";
