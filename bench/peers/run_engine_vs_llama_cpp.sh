@@ -26,6 +26,10 @@ options:
   --models-dir DIR  where make_peer_models.sh wrote the files
                     (default build/bench-models/peers)
   --only REGEX      only the files whose name matches (e.g. '135m|stories')
+  --decode-at-start Baton's decode figure from a second engine_bench call with a 1-token
+                    prompt, so that both sides decode positions 0-64 (llama-bench's tg starts
+                    from an empty context; by default Baton decodes after the P-token prompt,
+                    which adds attention over P positions to each of its steps)
   --baton-args ARGS more engine_bench arguments, split on spaces (e.g. "--quant-activations f32")
   --results DIR     raw outputs (default build/peers/results/<time>)
   --wait-idle S     before each call, wait up to S seconds for a second in which the other
@@ -43,6 +47,7 @@ USAGE
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 here=$repo/bench/peers
 rounds=3 threads=2 reps=3 prompt=512 decode=64 tiny_prompt=128 quick=0 only="" wait_idle=0
+decode_at_start=0
 models=$repo/build/bench-models/peers
 results=""
 baton_args=""
@@ -51,6 +56,7 @@ while [[ $# -gt 0 ]]; do
     -h|--help) usage; exit 0 ;;
     --rounds) rounds=$2; shift 2 ;;
     --quick) quick=1; shift ;;
+    --decode-at-start) decode_at_start=1; shift ;;
     --threads) threads=$2; shift 2 ;;
     --reps) reps=$2; shift 2 ;;
     --prompt) prompt=$2; shift 2 ;;
@@ -149,18 +155,36 @@ PY
   fi
 }
 
+baton_rows() {  # round name log phases: the rows of engine_bench's log for "decode", "prefill" or both
+  # The row under the header "model dtype 2MiB decode tok/s GB/s % bound [..] % peak prompt
+  # prefill t/s ...": decode tok/s is field 4, prompt 9, prefill t/s 10.
+  awk -v r="$1" -v n="$2" -v d="$decode" -v want="$4" '
+    hdr && NF >= 10 {
+      if (want ~ /decode/) printf "%s\t%s\tdecode tg%s\tBaton\t%s\n", r, n, d, $4
+      if (want ~ /prefill/) printf "%s\t%s\tprefill pp%s\tBaton\t%s\n", r, n, $9, $10
+      exit }
+    /^model +dtype/ { hdr = 1 }' "$3" >> "$raw"
+}
+
 run_baton() {  # round file
   local r=$1 f=$2 n p log what
   n=$(name_of "$f"); p=$(prompt_for "$f"); log=$results/baton-$n-r$r.txt
   settle "round $r Baton $n (engine_bench $(built "$engine_bench"))"
   if "$engine_bench" --model "$f" --threads "$threads" --prompt-tokens "$p" \
       --decode-tokens "$decode" --reps "$reps" $baton_args > "$log" 2>&1; then
-    # The row under the header "model dtype 2MiB decode tok/s GB/s % bound [..] % peak prompt
-    # prefill t/s ...": decode tok/s is field 4, prompt 9, prefill t/s 10.
-    awk -v r="$r" -v n="$n" -v d="$decode" '
-      hdr && NF >= 10 { printf "%s\t%s\tdecode tg%s\tBaton\t%s\n%s\t%s\tprefill pp%s\tBaton\t%s\n",
-                        r, n, d, $4, r, n, $9, $10; exit }
-      /^model +dtype/ { hdr = 1 }' "$log" >> "$raw"
+    if [[ $decode_at_start == 1 ]]; then
+      baton_rows "$r" "$n" "$log" prefill
+      log=$results/baton-$n-r$r-decode-at-start.txt
+      settle "round $r Baton $n decode at start"
+      if "$engine_bench" --model "$f" --threads "$threads" --prompt-tokens 1 \
+          --decode-tokens "$decode" --reps "$reps" $baton_args > "$log" 2>&1; then
+        baton_rows "$r" "$n" "$log" decode
+      else
+        printf '%s\t%s\tdecode tg%s\tBaton\tfailed\n' "$r" "$n" "$decode" >> "$raw"
+      fi
+    else
+      baton_rows "$r" "$n" "$log" decode,prefill
+    fi
     isa=$(sed -n 's/^engine_bench: [0-9]* threads, \([^ ]*\) kernels.*/\1/p' "$log" | head -1)
     [[ -n $isa ]] && echo "$isa" > "$results/baton-isa"
   else
@@ -218,6 +242,11 @@ flags=$(grep -m1 '^flags' /proc/cpuinfo | tr ' ' '\n' | grep -E '^(avx2|fma|f16c
   echo "llama.cpp: $(cat "$(dirname "$llama_bench")/../PEER_VERSION" 2>/dev/null || echo unknown)"
   [[ $use_l2c == 1 ]] && echo "llama2.c: $(cat "$l2c_run.PEER_VERSION" 2>/dev/null || echo unknown)"
   echo "threads $threads, $rounds round(s), $reps repetition(s) per call; $start to $end; load average $load_start -> $load_end"
+  if [[ $decode_at_start == 1 ]]; then
+    echo "decode: both sides from the start of the context (Baton after a 1-token prompt)"
+  else
+    echo "decode: Baton after its prefill prompt, llama-bench's tg from an empty context"
+  fi
   echo
   python3 "$here/peer_table.py" "$raw"
 } | tee "$results/table.md"
