@@ -46,7 +46,7 @@ int ExitStatus(int status) {
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Subprocess>> Subprocess::Start(std::vector<std::string> argv,
-                                                              SubprocessOptions options) {
+                                                              const SubprocessOptions& options) {
   if (argv.empty()) return absl::InvalidArgumentError("Subprocess::Start needs a program");
   std::vector<std::string> env = Environment(options.env);
   std::vector<char*> argp = Pointers(argv);

@@ -40,7 +40,7 @@ struct SubprocessOptions {
 class Subprocess {
  public:
   static absl::StatusOr<std::unique_ptr<Subprocess>> Start(std::vector<std::string> argv,
-                                                           SubprocessOptions options = {});
+                                                           const SubprocessOptions& options = {});
   ~Subprocess();
   Subprocess(const Subprocess&) = delete;
   Subprocess& operator=(const Subprocess&) = delete;

@@ -14,6 +14,7 @@
 #include "boost/beast/http.hpp"
 #include "common/status.h"
 #include "common/strings.h"
+#include "tools/http_call.h"
 
 namespace baton::tools {
 namespace {
@@ -25,12 +26,9 @@ namespace http = beast::http;
 constexpr size_t kMaxErrorBody = size_t{64} << 10;
 constexpr size_t kReadChunk = 16 << 10;
 
+// The flag to look at when a request times out.
 std::string Describe(const beast::error_code& ec) {
-  if (ec == beast::error::timeout) return "timed out (see --request-timeout)";
-  if (ec == http::error::end_of_stream || ec == asio::error::eof) {
-    return "the server closed the connection";
-  }
-  return ec.message();
+  return DescribeHttpError(ec, " (see --request-timeout)");
 }
 
 }  // namespace
@@ -107,13 +105,13 @@ class HttpBenchClient::Exchange : public std::enable_shared_from_this<Exchange> 
     resolver_->async_resolve(
         url.host, url.port,
         [self = shared_from_this()](beast::error_code ec,
-                                    asio::ip::tcp::resolver::results_type endpoints) {
-          self->Connect(ec, std::move(endpoints));
+                                    const asio::ip::tcp::resolver::results_type& endpoints) {
+          self->Connect(ec, endpoints);
         });
   }
 
  private:
-  void Connect(beast::error_code ec, asio::ip::tcp::resolver::results_type endpoints) {
+  void Connect(beast::error_code ec, const asio::ip::tcp::resolver::results_type& endpoints) {
     const HttpUrl& url = client_->options_.url;
     if (ec) return Fail(StrCat("cannot resolve ", url.host, ":", url.port, ": ", ec.message()));
     c_ = std::make_unique<Connection>(client_->loop_->ioc);

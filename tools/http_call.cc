@@ -20,16 +20,16 @@ namespace http = beast::http;
 
 constexpr size_t kMaxModelsBody = size_t{4} << 20;
 
-std::string Describe(const beast::error_code& ec) {
-  if (ec == beast::error::timeout) return "timed out";
+}  // namespace
+
+std::string DescribeHttpError(const boost::system::error_code& ec, std::string_view timeout_hint) {
+  if (ec == beast::error::timeout) return StrCat("timed out", timeout_hint);
   if (ec == http::error::end_of_stream || ec == asio::error::eof) {
     return "the server closed the connection";
   }
   if (ec == http::error::body_limit) return "the response is larger than this client reads";
   return ec.message();
 }
-
-}  // namespace
 
 absl::StatusOr<HttpUrl> ParseHttpUrl(std::string_view url, std::string_view flag) {
   constexpr std::string_view kScheme = "http://";
@@ -114,7 +114,7 @@ absl::StatusOr<HttpReply> HttpCall(const HttpUrl& url, const HttpCallOptions& op
     });
   });
   ioc.run();
-  if (ec) return absl::UnavailableError(StrCat(where, ": ", Describe(ec)));
+  if (ec) return absl::UnavailableError(StrCat(where, ": ", DescribeHttpError(ec)));
   return HttpReply{.status = static_cast<int>(parser.get().result_int()),
                    .body = std::move(parser.get().body())};
 }

@@ -13,6 +13,7 @@
 #include <string_view>
 
 #include "absl/status/statusor.h"
+#include "boost/system/error_code.hpp"
 
 namespace baton::tools {
 
@@ -43,6 +44,11 @@ struct HttpReply {
   int status = 0;
   std::string body;
 };
+
+// A transport failure of an HTTP client in words ("timed out", "the server closed the
+// connection", ...); `timeout_hint` follows "timed out" (e.g. " (see --request-timeout)").
+std::string DescribeHttpError(const boost::system::error_code& ec,
+                              std::string_view timeout_hint = "");
 
 // Connects, sends, reads the whole response. A transport failure (no connection, time
 // out, a body over max_body_bytes) is Unavailable naming the URL; any HTTP status is a

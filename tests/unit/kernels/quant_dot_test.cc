@@ -142,7 +142,8 @@ double Reference(DType dtype, const uint8_t* row, const QuantizedRow& q, int64_t
   for (int64_t c = 0; c < k; ++c) {
     double w = deq[c], xv;
     if (ActivationBlock(dtype) == kQ8KBlock) {
-      xv = static_cast<double>(q.k[c / 256].d) * q.k[c / 256].qs[c % 256];
+      const Q8KBlock& b = q.k[c / 256];
+      xv = static_cast<double>(b.d) * b.qs[c % 256];
     } else {
       const Q8Block32& b = q.b32[c / 32];
       xv = static_cast<double>(b.d) * b.qs[c % 32];
@@ -390,10 +391,13 @@ TEST(QuantDotTest, QuantizationHasTheSameBitsOnEveryIsa) {
       QuantizeRowQ8K(x.data(), k, got_k.data());
       QuantizeRowQ8Block32(x.data(), k, got_32.data());
       for (int64_t b = 0; b < k / 256; ++b) {
+        // Bit for bit, the scale's sign and NaN payload included: memcmp on purpose.
+        // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
         ASSERT_EQ(std::memcmp(&got_k[b], &plain_k[b], sizeof(Q8KBlock)), 0)
             << "Q8K block " << b << " isa=" << internal::IsaName(isa);
       }
       for (int64_t b = 0; b < k / 32; ++b) {
+        // NOLINTNEXTLINE(bugprone-suspicious-memory-comparison)
         ASSERT_EQ(std::memcmp(&got_32[b], &plain_32[b], sizeof(Q8Block32)), 0)
             << "block32 " << b << " isa=" << internal::IsaName(isa);
       }
